@@ -1,0 +1,359 @@
+"""Everything the app shows about one input, as plain data (numpy arrays, strings, dicts).
+
+``analyze`` translates a sentence and returns every attention map of the translation it made;
+``step_trace`` records token-by-token decoding; ``teacher_forced`` gives the maps for a given
+reference; ``word_order_demo`` shows why the model needs positional encoding. Results hold no
+tensors and no model, so they can be cached per input (``st.cache_data``), exported to JSON,
+and drawn by ``viz/`` without a model.
+
+Row/column convention of every decoder map: the decoder is fed ``[<bos>, y_1 .. y_n]`` and
+predicts ``[y_1 .. y_n, <eos>]``; row t is the query at input token t, which predicted token
+t + 1 (``tgt_in_tokens[t]`` -> ``tgt_out_tokens[t]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from model.decoding import SamplingSettings, beam_search, generate_steps, max_new_tokens, strip
+from model.tokenizer import Tokenizer
+from model.transformer import NO_INTERVENTIONS, Interventions, Transformer
+
+
+class InputError(ValueError):
+    """Input the model cannot take (e.g. empty text); the message is meant for the user."""
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """How to translate: ``method`` "greedy", "beam" (``beam_size``, length penalty ``alpha``) or
+    "sample" (``temperature``, ``top_k``, ``top_p``, ``seed``); ``max_new`` caps output tokens."""
+
+    method: str = "greedy"
+    beam_size: int = 4
+    alpha: float = 0.6
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    max_new: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in ("greedy", "beam", "sample"):
+            raise ValueError(f"method must be greedy, beam or sample, got {self.method!r}")
+
+    def sampling(self) -> SamplingSettings:
+        strategy = "sample" if self.method == "sample" else "greedy"
+        return SamplingSettings(strategy, self.temperature, self.top_k, self.top_p, self.seed)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A source sentence ready for the encoder: ids end in <eos>; ``truncated`` if it was cut to fit."""
+
+    text: str
+    ids: list[int]
+    tokens: list[str]
+    truncated: bool
+    n_tokens_original: int
+
+
+def prepare_source(tok: Tokenizer, text: str, max_len: int) -> Source:
+    """Encode ``text`` for the encoder, cutting it to ``max_len - 1`` pieces plus <eos>.
+
+    Raises:
+        InputError: if the text is empty or only whitespace.
+    """
+    if not text or not text.strip():
+        raise InputError("Type a sentence to translate (the input is empty).")
+    ids = tok.encode(text)
+    n = len(ids)
+    truncated = n > max_len - 1
+    ids = ids[: max_len - 1] + [tok.eos_id]
+    used = tok.decode(ids) if truncated else text
+    return Source(used, ids, [tok.piece_text(i) for i in ids], truncated, n)
+
+
+def _np(x: torch.Tensor | None) -> np.ndarray | None:
+    """float32 numpy copy with NaN/inf replaced by 0 (none are expected; this keeps plots safe)."""
+    if x is None:
+        return None
+    return np.nan_to_num(x.detach().float().cpu().numpy().astype(np.float32), nan=0.0, posinf=0.0, neginf=0.0)
+
+
+@dataclass
+class Maps:
+    """Attention of one teacher-forced pass (batch of one).
+
+    enc_self ``(L_enc, H, S, S)``, dec_self ``(L_dec, H, T, T)``, cross ``(L_dec, H, T, S)``, float32;
+    ``next_probs (T,)`` the probability the model gave each predicted token; ``shapes`` lists
+    every stage of the data flow as (name, shape, meaning).
+    """
+
+    enc_self: np.ndarray
+    dec_self: np.ndarray
+    cross: np.ndarray
+    next_probs: np.ndarray
+    shapes: list[tuple[str, tuple[int, ...], str]] = field(default_factory=list)
+
+
+@torch.inference_mode()
+def teacher_forced(
+    model: Transformer,
+    src_ids: Sequence[int],
+    tgt_in: Sequence[int],
+    tgt_out: Sequence[int],
+    iv: Interventions = NO_INTERVENTIONS,
+) -> Maps:
+    """Run one teacher-forced pass on ``src_ids`` (S) and decoder input ``tgt_in`` (T) and return its maps.
+
+    ``tgt_out`` (T ids) are the tokens each row predicts; their probabilities go to ``next_probs``.
+    Raises ValueError if either sequence exceeds ``max_len``.
+    """
+    device = next(model.parameters()).device
+    cfg = model.cfg
+    src = torch.tensor([list(src_ids)], device=device)  # (1, S)
+    tgt = torch.tensor([list(tgt_in)], device=device)  # (1, T)
+    res = model(src, tgt, iv, need_weights=True, need_intermediates=True)
+    probs = torch.softmax(res.logits[0].float(), dim=-1)  # (T, V)
+    next_probs = probs[torch.arange(len(tgt_out)), torch.tensor(list(tgt_out), device=device)]
+    S, T, D, H = src.size(1), tgt.size(1), cfg.d_model, cfg.n_heads
+    it = res.intermediates
+    shapes = [
+        ("source token ids", (1, S), "B x S: compact ids of the source pieces, ending in <eos>"),
+        ("source embeddings x sqrt(d_model)", tuple(it["enc_tok_emb"].shape), "B x S x d_model (section 3.4)"),
+        ("positional encoding", tuple(it["enc_pos_enc"].shape), "S x d_model, added to each row (section 3.5)"),
+        ("encoder input", tuple(it["enc_in"].shape), "B x S x d_model"),
+        ("Q, K, V per head", (1, H, S, cfg.d_head), f"B x n_heads x S x d_head, d_head = {D} / {H}"),
+        ("encoder self-attention weights", (1, H, S, S), "B x n_heads x S x S per layer: softmax(QK^T / sqrt(d_head))"),
+        ("feed-forward hidden", (1, S, cfg.d_ff), "B x S x d_ff, ReLU (eq. 2)"),
+    ]
+    shapes += [
+        (f"encoder layer {i + 1} output", tuple(it[f"enc_layer_{i}"].shape), "B x S x d_model") for i in range(cfg.n_enc_layers)
+    ]
+    shapes += [
+        ("memory (encoder output)", tuple(it["memory"].shape), "B x S x d_model: keys and values of cross-attention"),
+        ("target token ids", (1, T), "B x T: <bos> then the output so far"),
+        ("target embeddings + PE", tuple(it["dec_in"].shape), "B x T x d_model"),
+        ("decoder causal self-attention weights", (1, H, T, T), "B x n_heads x T x T per layer, upper triangle masked"),
+        ("cross-attention weights", (1, H, T, S), "B x n_heads x T x S per layer: target queries, source keys"),
+    ]
+    shapes += [
+        (f"decoder layer {i + 1} output", tuple(it[f"dec_layer_{i}"].shape), "B x T x d_model") for i in range(cfg.n_dec_layers)
+    ]
+    shapes += [
+        ("logits", tuple(res.logits.shape), f"B x T x vocab ({cfg.vocab_size}): one score per vocabulary piece"),
+        ("next-token probabilities", tuple(res.logits.shape), "softmax over the vocabulary"),
+    ]
+    return Maps(_np(res.enc_self_attn[:, 0]), _np(res.dec_self_attn[:, 0]), _np(res.cross_attn[:, 0]), _np(next_probs), shapes)
+
+
+@dataclass
+class Analysis:
+    """One translated input and every attention map of its translation (see the module docstring)."""
+
+    source: Source
+    out_ids: list[int]
+    translation: str
+    finished: bool  # the output ended with <eos> (not cut by the token budget)
+    tgt_in_tokens: list[str]
+    tgt_out_tokens: list[str]
+    maps: Maps
+    settings: dict
+    interventions: dict
+    beam: dict | None = None  # {"nodes": [...], "best_path": [...], "hypotheses": [(text, score)]}
+
+    def to_json_dict(self) -> dict:
+        """Everything, with arrays as nested lists: for the JSON export."""
+        m = self.maps
+        return {
+            "source": asdict(self.source),
+            "translation": self.translation,
+            "out_ids": self.out_ids,
+            "finished": self.finished,
+            "tgt_in_tokens": self.tgt_in_tokens,
+            "tgt_out_tokens": self.tgt_out_tokens,
+            "attention": {
+                "enc_self": m.enc_self.round(5).tolist(),
+                "dec_self": m.dec_self.round(5).tolist(),
+                "cross": m.cross.round(5).tolist(),
+                "layout": "[layer][head][query][key]",
+            },
+            "next_token_probs": m.next_probs.round(5).tolist(),
+            "shapes": [{"stage": n, "shape": list(s), "meaning": d} for n, s, d in m.shapes],
+            "settings": self.settings,
+            "interventions": self.interventions,
+            "beam": self.beam,
+        }
+
+
+def iv_dict(iv: Interventions) -> dict:
+    """JSON-friendly form of ``Interventions``."""
+    return {
+        "src_hidden": sorted(iv.src_hidden),
+        "causal": iv.causal,
+        "ablate": sorted([list(a) for a in iv.ablate]),
+        "temperature": iv.temperature,
+        "window": iv.window,
+        "use_pos_encoding": iv.use_pos_encoding,
+    }
+
+
+def analyze(
+    model: Transformer,
+    tok: Tokenizer,
+    text: str,
+    settings: DecodeSettings = DecodeSettings(),
+    iv: Interventions = NO_INTERVENTIONS,
+) -> Analysis:
+    """Translate ``text`` with ``settings`` under ``iv`` and return the maps of that translation.
+
+    Raises:
+        InputError: for empty input (long input is truncated and flagged, not refused).
+    """
+    cfg = model.cfg
+    src = prepare_source(tok, text, cfg.max_len)
+    budget = min(settings.max_new or max_new_tokens(model, len(src.ids)), cfg.max_len - 1)
+    beam = None
+    if settings.method == "beam":
+        res = beam_search(model, src.ids, beam_size=settings.beam_size, alpha=settings.alpha, iv=iv, max_new=budget)
+        out = res.hypotheses[0][0]
+        end = res.nodes[res.best_path[-1]]
+        finished = end.token == cfg.eos_id
+        beam = {
+            "nodes": [asdict(n) | {"text": tok.piece_text(n.token)} for n in res.nodes],
+            "best_path": res.best_path,
+            "hypotheses": [(tok.decode(h), s) for h, s in res.hypotheses],
+        }
+    else:
+        chosen = [s.chosen for s in generate_steps(model, src.ids, iv=iv, sampling=settings.sampling(), max_new=budget, k=1)]
+        out = strip(chosen, cfg.eos_id)
+        finished = bool(chosen) and chosen[-1] == cfg.eos_id
+    tgt_in = [cfg.bos_id] + out
+    tgt_out = out + [cfg.eos_id]
+    if len(tgt_in) > cfg.max_len:
+        tgt_in, tgt_out = tgt_in[: cfg.max_len], tgt_out[: cfg.max_len]
+    maps = teacher_forced(model, src.ids, tgt_in, tgt_out, iv)
+    out_tokens = [tok.piece_text(i) for i in tgt_out]
+    if not finished:
+        out_tokens[-1] = "…"  # budget spent: the last row predicts a token that was not kept
+    return Analysis(
+        source=src,
+        out_ids=out,
+        translation=tok.decode(out).strip(),
+        finished=finished,
+        tgt_in_tokens=[tok.piece_text(i) for i in tgt_in],
+        tgt_out_tokens=out_tokens,
+        maps=maps,
+        settings=asdict(settings),
+        interventions=iv_dict(iv),
+        beam=beam,
+    )
+
+
+@dataclass
+class StepView:
+    """One decoding step as plain data (see ``model.decoding.Step``).
+
+    prefix_tokens: the decoder input so far ``[<bos>, y_1 .. y_t]``; candidates: (piece text,
+    compact id, probability), best first; self_attn ``(L, H, t + 1)``; cross_attn ``(L, H, S)``.
+    """
+
+    t: int
+    prefix_tokens: list[str]
+    candidates: list[tuple[str, int, float]]
+    chosen: int
+    chosen_token: str
+    chosen_prob: float
+    forced: bool
+    self_attn: np.ndarray
+    cross_attn: np.ndarray
+
+
+def step_trace(
+    model: Transformer,
+    tok: Tokenizer,
+    src_ids: Sequence[int],
+    *,
+    settings: DecodeSettings = DecodeSettings(),
+    iv: Interventions = NO_INTERVENTIONS,
+    forced: Sequence[int] = (),
+    k: int = 8,
+) -> list[StepView]:
+    """Every step of decoding ``src_ids`` (ids ending in <eos>) with an optional forced prefix.
+
+    Beam settings step through greedily (a beam has no single "next token"); its tree is in
+    ``Analysis.beam``.
+    """
+    budget = min(settings.max_new or max_new_tokens(model, len(src_ids)), model.cfg.max_len - 1)
+    views = []
+    for s in generate_steps(model, src_ids, iv=iv, sampling=settings.sampling(), forced=forced, k=k, max_new=budget):
+        views.append(
+            StepView(
+                t=s.t,
+                prefix_tokens=[tok.piece_text(i) for i in s.prefix],
+                candidates=[(tok.piece_text(i), i, p) for i, p in s.candidates],
+                chosen=s.chosen,
+                chosen_token=tok.piece_text(s.chosen),
+                chosen_prob=s.chosen_prob,
+                forced=s.forced,
+                self_attn=_np(s.self_attn),
+                cross_attn=_np(s.cross_attn),
+            )
+        )
+    return views
+
+
+def reference_maps(
+    model: Transformer, tok: Tokenizer, src: Source, reference: str, iv: Interventions = NO_INTERVENTIONS
+) -> tuple[Maps, list[str], list[str]]:
+    """Teacher-forced maps for a user-typed reference translation: (maps, decoder input tokens, predicted tokens).
+
+    Raises InputError if the reference is empty.
+    """
+    if not reference.strip():
+        raise InputError("Type a reference translation to compare with.")
+    cfg = model.cfg
+    ref = tok.encode(reference)[: cfg.max_len - 1]
+    tgt_in, tgt_out = [cfg.bos_id] + ref, ref + [cfg.eos_id]
+    maps = teacher_forced(model, src.ids, tgt_in, tgt_out, iv)
+    return maps, [tok.piece_text(i) for i in tgt_in], [tok.piece_text(i) for i in tgt_out]
+
+
+@torch.inference_mode()
+def encoder_states(model: Transformer, src_ids: Sequence[int], *, use_pos_encoding: bool) -> np.ndarray:
+    """Encoder output (memory) ``(S, d_model)`` of one source, with or without positional encoding."""
+    device = next(model.parameters()).device
+    enc = model.encode(torch.tensor([list(src_ids)], device=device), Interventions(use_pos_encoding=use_pos_encoding))
+    return _np(enc.memory[0])
+
+
+def word_order_demo(model: Transformer, tok: Tokenizer, a: str, b: str) -> dict:
+    """Encode two sentences made of the same pieces in another order (e.g. "John loves Mary" /
+    "Mary loves John"), with positional encoding off and on.
+
+    A leading space is added so that every word is the same piece wherever it stands (tiktoken
+    spells a sentence-initial word without its space). Returns tokens of both, the permutation
+    ``perm`` with ``b_tokens[i] == a_tokens[perm[i]]``, and for PE off / on the largest
+    difference ``max|enc(b)[i] - enc(a)[perm[i]]|``: 0 (up to float error) without PE.
+
+    Raises InputError if the two are not permutations of the same pieces.
+    """
+    ia, ib = tok.encode(" " + a.strip()) + [tok.eos_id], tok.encode(" " + b.strip()) + [tok.eos_id]
+    if sorted(ia) != sorted(ib):
+        raise InputError("The two sentences must use the same words in another order.")
+    used: set[int] = set()
+    perm = []
+    for x in ib:
+        j = next(j for j, y in enumerate(ia) if y == x and j not in used)
+        used.add(j)
+        perm.append(j)
+    out = {"a_tokens": [tok.piece_text(i) for i in ia], "b_tokens": [tok.piece_text(i) for i in ib], "perm": perm}
+    for name, pe in (("pe_off", False), ("pe_on", True)):
+        ea, eb = encoder_states(model, ia, use_pos_encoding=pe), encoder_states(model, ib, use_pos_encoding=pe)
+        out[name] = {"a": ea, "b": eb, "max_diff": float(np.abs(eb - ea[perm]).max())}
+    return out

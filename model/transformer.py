@@ -1,0 +1,621 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017).
+
+Written from scratch in torch to be read by a student, one module per idea of the paper:
+
+    TransformerConfig      the hyper-parameters (Table 3 of the paper names them)
+    Interventions          mask / head / temperature tweaks, passed to ``forward`` as arguments
+    sinusoidal_encoding    section 3.5, the positional-encoding formula
+    MultiHeadAttention     section 3.2.2, eq. (1) scaled dot-product attention, h heads
+    FeedForward            section 3.3, eq. (2) FFN(x) = max(0, x W1 + b1) W2 + b2
+    EncoderLayer / DecoderLayer   section 3.1, residual + LayerNorm around each sub-layer
+    Transformer            embeddings x sqrt(d_model) + PE, N encoder and N decoder layers, and
+                           the linear + softmax generator (section 3.4)
+
+The model is stateless at inference: attention weights and intermediates are *returned* from
+``forward`` (in ``EncoderResult`` / ``DecoderResult`` / ``ForwardResult``), never stored on a
+module, so one cached model can serve every browser session at once. Incremental decoding uses
+a key/value cache that is passed in and returned, never kept on the model either.
+
+Shape letters: B batch, S source length, T target length, D d_model, H n_heads,
+Dh d_head = D / H, F d_ff, V vocab_size, L number of layers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+KINDS = ("enc_self", "dec_self", "cross")
+"""The three kinds of attention: encoder self, decoder causal self, decoder cross-attention."""
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Hyper-parameters of one encoder-decoder model (saved as ``config.json``).
+
+    Defaults are the "base" names of the paper's Table 3 scaled down for a 2-core CPU.
+    """
+
+    vocab_size: int  # V: shared source/target vocabulary (compact ids of model.tokenizer)
+    d_model: int = 256  # D: width of every residual-stream vector
+    n_heads: int = 4  # H: attention heads per layer; d_head = d_model / n_heads
+    d_ff: int = 1024  # F: hidden width of the position-wise feed-forward network
+    n_enc_layers: int = 3  # N for the encoder stack
+    n_dec_layers: int = 3  # N for the decoder stack
+    dropout: float = 0.1  # P_drop, on sub-layer outputs, embeddings and attention weights
+    max_len: int = 128  # longest source or target sequence, in tokens (incl. <bos>/<eos>)
+    norm_first: bool = True  # True: pre-LN  x + f(LN(x));  False: the paper's post-LN LN(x + f(x))
+    tie_embeddings: bool = True  # share source, target and generator weights (section 3.4)
+    pos_encoding: str = "sinusoidal"  # "sinusoidal" (section 3.5) or "learned"
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.pos_encoding not in ("sinusoidal", "learned"):
+            raise ValueError(f"pos_encoding must be 'sinusoidal' or 'learned', got {self.pos_encoding!r}")
+
+    @property
+    def d_head(self) -> int:
+        """Dh = d_model / n_heads, the width of one head's queries, keys and values."""
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TransformerConfig:
+        """Build from a JSON dict; unknown keys raise ``TypeError`` naming them."""
+        unknown = set(d) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise TypeError(f"unknown config keys: {sorted(unknown)}")
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class Interventions:
+    """What-if tweaks applied during one forward pass; the model itself is never changed.
+
+    src_hidden:  source positions no query may attend to (a key mask in encoder
+                 self-attention and cross-attention). The hidden tokens are still encoded.
+    causal:      the decoder's causal mask (section 3.2.3). False lets every target query see
+                 the whole target, including the future (what the model was never trained on).
+    ablate:      a set of (kind, layer, head) whose output is replaced by zeros before the
+                 output projection W^O. kind is one of ``KINDS``; layer and head count from 0.
+    temperature: tau in softmax(Q K^T / (sqrt(d_head) * tau)); tau > 1 flattens, < 1 sharpens.
+    window:      if set, self-attention (encoder and decoder) only sees keys with
+                 |query - key| < window (a local band); cross-attention is unaffected.
+    use_pos_encoding: False drops the positional encoding: the encoder becomes permutation
+                 equivariant (section 3.5 explains why the model needs it).
+
+    A query row whose every key is masked (e.g. every source token hidden) attends to nothing:
+    its attention weights are all 0 and its attention output is the zero vector, so the
+    residual stream passes it through unchanged. It never yields NaN.
+    """
+
+    src_hidden: frozenset[int] = frozenset()
+    causal: bool = True
+    ablate: frozenset[tuple[str, int, int]] = frozenset()
+    temperature: float = 1.0
+    window: int | None = None
+    use_pos_encoding: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "src_hidden", frozenset(int(i) for i in self.src_hidden))
+        object.__setattr__(self, "ablate", frozenset((str(k), int(l), int(h)) for k, l, h in self.ablate))
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.window is not None and self.window < 1:
+            raise ValueError(f"window must be >= 1 or None, got {self.window}")
+        for kind, _, _ in self.ablate:
+            if kind not in KINDS:
+                raise ValueError(f"ablate kind must be one of {KINDS}, got {kind!r}")
+
+    def head_mask(self, kind: str, layer: int, n_heads: int) -> list[float] | None:
+        """1.0 per kept head, 0.0 per ablated head of (kind, layer); None if none is ablated."""
+        off = {h for k, l, h in self.ablate if k == kind and l == layer}
+        return None if not off else [0.0 if h in off else 1.0 for h in range(n_heads)]
+
+
+NO_INTERVENTIONS = Interventions()
+
+
+def sinusoidal_encoding(max_len: int, d_model: int) -> Tensor:
+    """Positional encoding of section 3.5, shape ``(max_len, d_model)``.
+
+    PE[pos, 2i] = sin(pos / 10000^(2i / d_model)),  PE[pos, 2i+1] = cos(pos / 10000^(2i / d_model)).
+    The wavelength of dimension pair i is 2*pi * 10000^(2i / d_model) positions.
+    """
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)  # (D/2,)
+    angle = pos / torch.pow(10000.0, two_i / d_model)  # (max_len, D/2)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return pe
+
+
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    allowed: Tensor | None,
+    *,
+    temperature: float = 1.0,
+    dropout_p: float = 0.0,
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Scaled dot-product attention, eq. (1): softmax(Q K^T / sqrt(d_head)) V.
+
+    Args:
+        q: ``(B, H, T_q, Dh)``; k, v: ``(B, H, T_k, Dh)``.
+        allowed: bool, broadcastable to ``(B, H, T_q, T_k)``; True where the query may see the
+            key. None means every key is allowed.
+        temperature: tau, divides the scaled scores (1.0 is the paper).
+        need_weights: if True, compute softmax explicitly and return the weights; otherwise use
+            the fused ``F.scaled_dot_product_attention`` and return None. Both give the same
+            output (tests/test_transformer.py checks it).
+
+    Returns:
+        ``(out, weights)``: out ``(B, H, T_q, Dh)``; weights ``(B, H, T_q, T_k)`` or None.
+        A query row with no allowed key gets all-zero weights and a zero output.
+    """
+    scale = 1.0 / (math.sqrt(q.size(-1)) * temperature)
+    dead = None
+    if allowed is not None:
+        dead = ~allowed.any(dim=-1, keepdim=True)  # (B|1, H|1, T_q, 1): rows with no key
+        if bool(dead.any()):
+            allowed = allowed | dead  # give dead rows every key, zero them below: no NaN
+        else:
+            dead = None
+    if need_weights:
+        scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (B, H, T_q, T_k)
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        if dead is not None:
+            weights = weights.masked_fill(dead, 0.0)
+        dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+        out = torch.matmul(dropped, v)  # (B, H, T_q, Dh)
+    else:
+        weights = None
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout_p, scale=scale)
+    if dead is not None:
+        out = out.masked_fill(dead, 0.0)
+    return out, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention, section 3.2.2: Concat(head_1..head_h) W^O, head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i).
+
+    Stateless: ``forward`` returns the post-softmax weights when asked and stores nothing.
+    """
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.n_heads, self.d_head = cfg.n_heads, cfg.d_head
+        self.w_q = nn.Linear(cfg.d_model, cfg.d_model)
+        self.w_k = nn.Linear(cfg.d_model, cfg.d_model)
+        self.w_v = nn.Linear(cfg.d_model, cfg.d_model)
+        self.w_o = nn.Linear(cfg.d_model, cfg.d_model)
+        self.dropout = cfg.dropout
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """(B, T, D) -> (B, H, T, Dh)."""
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
+
+    def project_kv(self, x_kv: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of ``x_kv`` ``(B, T_k, D)``, each ``(B, H, T_k, Dh)`` (cached when decoding)."""
+        return self.split_heads(self.w_k(x_kv)), self.split_heads(self.w_v(x_kv))
+
+    def forward(
+        self,
+        x_q: Tensor,
+        kv: tuple[Tensor, Tensor],
+        allowed: Tensor | None,
+        *,
+        temperature: float = 1.0,
+        head_mask: list[float] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from queries ``x_q`` ``(B, T_q, D)`` to projected keys/values ``kv``.
+
+        Args:
+            kv: ``(K, V)`` each ``(B, H, T_k, Dh)`` from ``project_kv`` (possibly cached).
+            allowed: bool mask broadcastable to ``(B, H, T_q, T_k)``, True = may attend.
+            head_mask: per-head factors (0.0 ablates a head's output), or None.
+
+        Returns:
+            ``(out (B, T_q, D), weights (B, H, T_q, T_k) or None)``. Ablated heads report
+            all-zero weights, since they contribute nothing.
+        """
+        B, T_q, D = x_q.shape
+        q = self.split_heads(self.w_q(x_q))  # (B, H, T_q, Dh)
+        k, v = kv
+        p = self.dropout if self.training else 0.0
+        out, weights = attention(q, k, v, allowed, temperature=temperature, dropout_p=p, need_weights=need_weights)
+        if head_mask is not None:
+            hm = torch.tensor(head_mask, dtype=out.dtype, device=out.device).view(1, -1, 1, 1)  # (1, H, 1, 1)
+            out = out * hm
+            if weights is not None:
+                weights = weights * hm
+        out = out.transpose(1, 2).reshape(B, T_q, D)  # (B, H, T_q, Dh) -> (B, T_q, D): concat heads
+        return self.w_o(out), weights
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network, eq. (2): FFN(x) = max(0, x W1 + b1) W2 + b2."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.w_1 = nn.Linear(cfg.d_model, cfg.d_ff)
+        self.w_2 = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(B, T, D) -> (B, T, D)``."""
+        return self.w_2(self.dropout(F.relu(self.w_1(x))))
+
+
+class SubLayer(nn.Module):
+    """Residual connection + LayerNorm around one sub-layer (section 3.1, section 5.4 dropout).
+
+    post-LN (the paper): LN(x + Dropout(f(x)));  pre-LN: x + Dropout(f(LN(x))).
+    """
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.norm = nn.LayerNorm(cfg.d_model)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.norm_first = cfg.norm_first
+
+    def pre(self, x: Tensor) -> Tensor:
+        """The input handed to the sub-layer function."""
+        return self.norm(x) if self.norm_first else x
+
+    def post(self, x: Tensor, fx: Tensor) -> Tensor:
+        """Combine the residual stream ``x`` and the sub-layer output ``fx``."""
+        y = x + self.dropout(fx)
+        return y if self.norm_first else self.norm(y)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each inside a ``SubLayer`` (section 3.1, Figure 1 left)."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg)
+        self.ff = FeedForward(cfg)
+        self.sub_attn = SubLayer(cfg)
+        self.sub_ff = SubLayer(cfg)
+
+    def forward(self, x: Tensor, allowed: Tensor | None, *, temperature: float, head_mask, need_weights: bool):
+        """``x (B, S, D)`` -> ``(B, S, D)``, self-attention weights ``(B, H, S, S)`` or None."""
+        h = self.sub_attn.pre(x)
+        a, w = self.self_attn(
+            h, self.self_attn.project_kv(h), allowed, temperature=temperature, head_mask=head_mask, need_weights=need_weights
+        )
+        x = self.sub_attn.post(x, a)
+        x = self.sub_ff.post(x, self.ff(self.sub_ff.pre(x)))
+        return x, w
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention over the encoder memory, feed-forward (Figure 1 right)."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg)
+        self.cross_attn = MultiHeadAttention(cfg)
+        self.ff = FeedForward(cfg)
+        self.sub_self = SubLayer(cfg)
+        self.sub_cross = SubLayer(cfg)
+        self.sub_ff = SubLayer(cfg)
+
+    def forward(
+        self,
+        y: Tensor,
+        self_kv_past: tuple[Tensor, Tensor] | None,
+        cross_kv: tuple[Tensor, Tensor],
+        self_allowed: Tensor | None,
+        cross_allowed: Tensor | None,
+        *,
+        temperature: float,
+        self_head_mask,
+        cross_head_mask,
+        need_weights: bool,
+    ):
+        """One decoder layer.
+
+        Args:
+            y: ``(B, T_new, D)`` the target positions being computed (all of them, or only the
+                newest ones when decoding with a cache).
+            self_kv_past: cached self-attention ``(K, V)`` of earlier positions, each
+                ``(B, H, T_past, Dh)``, or None.
+            cross_kv: keys/values of the encoder memory, each ``(B, H, S, Dh)``.
+
+        Returns:
+            ``(y (B, T_new, D), self_kv (K, V) over T_past + T_new positions,
+            self weights (B, H, T_new, T_past + T_new) | None, cross weights (B, H, T_new, S) | None)``.
+        """
+        h = self.sub_self.pre(y)
+        k, v = self.self_attn.project_kv(h)  # (B, H, T_new, Dh) each
+        if self_kv_past is not None:
+            k = torch.cat([self_kv_past[0], k], dim=2)  # (B, H, T_past + T_new, Dh)
+            v = torch.cat([self_kv_past[1], v], dim=2)
+        a, w_self = self.self_attn(
+            h, (k, v), self_allowed, temperature=temperature, head_mask=self_head_mask, need_weights=need_weights
+        )
+        y = self.sub_self.post(y, a)
+        h = self.sub_cross.pre(y)
+        a, w_cross = self.cross_attn(
+            h, cross_kv, cross_allowed, temperature=temperature, head_mask=cross_head_mask, need_weights=need_weights
+        )
+        y = self.sub_cross.post(y, a)
+        y = self.sub_ff.post(y, self.ff(self.sub_ff.pre(y)))
+        return y, (k, v), w_self, w_cross
+
+
+@dataclass
+class EncoderResult:
+    """What ``Transformer.encode`` returns.
+
+    memory:   ``(B, S, D)`` final encoder states (the decoder's keys and values come from it).
+    src_allowed: bool ``(B, 1, 1, S)``: True for keys that are real (not padding, not hidden).
+    enc_self_attn: ``(n_enc_layers, B, H, S, S)`` post-softmax weights, if asked.
+    intermediates: name -> tensor (``tok_emb (B, S, D)``, ``pos_enc (S, D)``, ``enc_in``,
+        ``enc_layer_{i}`` ``(B, S, D)``), if asked.
+    """
+
+    memory: Tensor
+    src_allowed: Tensor
+    enc_self_attn: Tensor | None = None
+    intermediates: dict[str, Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class DecoderResult:
+    """What ``Transformer.decode`` returns.
+
+    logits: ``(B, T_new, V)`` unnormalised next-token scores (softmax gives probabilities).
+    cache:  per decoder layer the self-attention ``(K, V)``, each ``(B, H, T_total, Dh)``;
+        hand it back to ``decode`` to continue incrementally.
+    dec_self_attn: ``(n_dec_layers, B, H, T_new, T_total)`` if asked (``T_total = T_new`` without cache).
+    cross_attn: ``(n_dec_layers, B, H, T_new, S)`` if asked.
+    intermediates: ``dec_in``, ``dec_layer_{i}`` ``(B, T_new, D)``, ``dec_out``, if asked.
+    """
+
+    logits: Tensor
+    cache: list[tuple[Tensor, Tensor]]
+    dec_self_attn: Tensor | None = None
+    cross_attn: Tensor | None = None
+    intermediates: dict[str, Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class ForwardResult:
+    """What ``Transformer.forward`` returns: logits ``(B, T, V)`` and, if asked, every map.
+
+    enc_self_attn ``(n_enc_layers, B, H, S, S)``, dec_self_attn ``(n_dec_layers, B, H, T, T)``,
+    cross_attn ``(n_dec_layers, B, H, T, S)``; intermediates from encoder and decoder.
+    """
+
+    logits: Tensor
+    enc_self_attn: Tensor | None = None
+    dec_self_attn: Tensor | None = None
+    cross_attn: Tensor | None = None
+    intermediates: dict[str, Tensor] = field(default_factory=dict)
+
+
+def band(n_q: int, n_k: int, offset: int, *, causal: bool, window: int | None, device=None) -> Tensor | None:
+    """Self-attention mask ``(n_q, n_k)``: True where query i (at position offset + i) may see key j.
+
+    causal: keys j <= position (section 3.2.3); window: |position - j| < window. None if all allowed.
+    """
+    if not causal and window is None:
+        return None
+    q_pos = torch.arange(n_q, device=device)[:, None] + offset  # (n_q, 1)
+    k_pos = torch.arange(n_k, device=device)[None, :]  # (1, n_k)
+    allowed = torch.ones(n_q, n_k, dtype=torch.bool, device=device)
+    if causal:
+        allowed &= k_pos <= q_pos
+    if window is not None:
+        allowed &= (q_pos - k_pos).abs() < window
+    return allowed
+
+
+class Transformer(nn.Module):
+    """The encoder-decoder Transformer (section 3, Figure 1).
+
+    ``encode(src)`` -> memory, ``decode(tgt, enc)`` -> logits, ``forward(src, tgt)`` both.
+    Token ids are compact ids of ``model.tokenizer.Tokenizer``; ``src (B, S)`` and
+    ``tgt (B, T)`` are padded with ``cfg.pad_id``; ``tgt`` starts with ``<bos>``.
+    """
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.src_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.tgt_emb = self.src_emb if cfg.tie_embeddings else nn.Embedding(cfg.vocab_size, cfg.d_model)
+        if cfg.pos_encoding == "sinusoidal":
+            self.register_buffer("pe", sinusoidal_encoding(cfg.max_len, cfg.d_model), persistent=False)
+        else:
+            self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)
+        self.emb_dropout = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_enc_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_dec_layers))
+        self.enc_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.dec_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
+        self.generator = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(m: nn.Module) -> None:
+        if isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=m.embedding_dim**-0.5)
+
+    # -- pieces -------------------------------------------------------------------------
+    def positional_encoding(self, n: int, offset: int = 0) -> Tensor:
+        """PE rows for positions ``offset .. offset + n - 1``: ``(n, D)``. Raises ValueError past max_len."""
+        if offset + n > self.cfg.max_len:
+            raise ValueError(f"sequence of {offset + n} tokens is longer than max_len={self.cfg.max_len}")
+        if self.cfg.pos_encoding == "sinusoidal":
+            return self.pe[offset : offset + n]
+        return self.pos_emb.weight[offset : offset + n]
+
+    def embed(self, ids: Tensor, emb: nn.Embedding, offset: int, iv: Interventions, inter: dict | None, prefix: str):
+        """Token embedding x sqrt(d_model) plus positional encoding (section 3.4, 3.5): ``(B, T) -> (B, T, D)``."""
+        tok = emb(ids) * math.sqrt(self.cfg.d_model)  # (B, T, D)
+        pe = self.positional_encoding(ids.size(1), offset)  # (T, D)
+        x = tok + pe if iv.use_pos_encoding else tok
+        if inter is not None:
+            inter[f"{prefix}_tok_emb"], inter[f"{prefix}_pos_enc"], inter[f"{prefix}_in"] = tok, pe, x
+        return self.emb_dropout(x)
+
+    def logits(self, h: Tensor) -> Tensor:
+        """Generator (section 3.4): ``(B, T, D) -> (B, T, V)`` via the (tied) output projection."""
+        if self.generator is None:
+            return h @ self.tgt_emb.weight.T  # (B, T, V)
+        return self.generator(h)
+
+    # -- the three entry points -----------------------------------------------------------
+    def encode(
+        self,
+        src: Tensor,
+        iv: Interventions = NO_INTERVENTIONS,
+        *,
+        need_weights: bool = False,
+        need_intermediates: bool = False,
+    ) -> EncoderResult:
+        """Run the encoder stack on ``src (B, S)``.
+
+        Raises:
+            ValueError: if S exceeds ``cfg.max_len``.
+        """
+        B, S = src.shape
+        inter = {} if need_intermediates else None
+        src_allowed = (src != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, S)
+        if iv.src_hidden:
+            hidden = torch.zeros(S, dtype=torch.bool, device=src.device)
+            hidden[[i for i in iv.src_hidden if 0 <= i < S]] = True
+            src_allowed = src_allowed & ~hidden  # (B, 1, 1, S)
+        self_band = band(S, S, 0, causal=False, window=iv.window, device=src.device)
+        enc_allowed = src_allowed if self_band is None else src_allowed & self_band  # (B, 1, S|1, S)
+        x = self.embed(src, self.src_emb, 0, iv, inter, "enc")
+        maps = []
+        for i, layer in enumerate(self.encoder):
+            x, w = layer(
+                x,
+                enc_allowed,
+                temperature=iv.temperature,
+                head_mask=iv.head_mask("enc_self", i, self.cfg.n_heads),
+                need_weights=need_weights,
+            )
+            maps.append(w)
+            if inter is not None:
+                inter[f"enc_layer_{i}"] = x
+        memory = self.enc_norm(x)
+        if inter is not None:
+            inter["memory"] = memory
+        stacked = torch.stack(maps) if need_weights else None  # (L, B, H, S, S)
+        return EncoderResult(memory, src_allowed, stacked, inter or {})
+
+    def cross_kv(self, enc: EncoderResult) -> list[tuple[Tensor, Tensor]]:
+        """Per decoder layer, keys and values of the memory ``(B, H, S, Dh)``: computed once per source."""
+        return [layer.cross_attn.project_kv(enc.memory) for layer in self.decoder]
+
+    def decode(
+        self,
+        tgt: Tensor,
+        enc: EncoderResult,
+        iv: Interventions = NO_INTERVENTIONS,
+        *,
+        cache: list[tuple[Tensor, Tensor]] | None = None,
+        cross_kv: list[tuple[Tensor, Tensor]] | None = None,
+        need_weights: bool = False,
+        need_intermediates: bool = False,
+    ) -> DecoderResult:
+        """Run the decoder on ``tgt (B, T_new)``, attending to ``enc.memory``.
+
+        Without ``cache`` the whole target is computed (teacher forcing). With ``cache`` (from a
+        previous call's result), ``tgt`` holds only the new tokens, at positions after the cached
+        ones; the result equals full recomputation (tests check it) when ``iv.causal`` is True.
+        ``cross_kv`` may pass precomputed ``self.cross_kv(enc)`` to save work per step.
+
+        Raises:
+            ValueError: if the target grows past ``cfg.max_len``.
+        """
+        B, T_new = tgt.shape
+        past = 0 if cache is None else cache[0][0].size(2)
+        inter = {} if need_intermediates else None
+        y = self.embed(tgt, self.tgt_emb, past, iv, inter, "dec")
+        self_allowed = band(T_new, past + T_new, past, causal=iv.causal, window=iv.window, device=tgt.device)
+        if cross_kv is None:
+            cross_kv = self.cross_kv(enc)
+        new_cache, self_maps, cross_maps = [], [], []
+        for i, layer in enumerate(self.decoder):
+            y, kv, w_self, w_cross = layer(
+                y,
+                None if cache is None else cache[i],
+                cross_kv[i],
+                self_allowed,
+                enc.src_allowed,
+                temperature=iv.temperature,
+                self_head_mask=iv.head_mask("dec_self", i, self.cfg.n_heads),
+                cross_head_mask=iv.head_mask("cross", i, self.cfg.n_heads),
+                need_weights=need_weights,
+            )
+            new_cache.append(kv)
+            self_maps.append(w_self)
+            cross_maps.append(w_cross)
+            if inter is not None:
+                inter[f"dec_layer_{i}"] = y
+        y = self.dec_norm(y)
+        logits = self.logits(y)
+        if inter is not None:
+            inter["dec_out"], inter["logits"] = y, logits
+        return DecoderResult(
+            logits,
+            new_cache,
+            torch.stack(self_maps) if need_weights else None,  # (L, B, H, T_new, T_total)
+            torch.stack(cross_maps) if need_weights else None,  # (L, B, H, T_new, S)
+            inter or {},
+        )
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        iv: Interventions = NO_INTERVENTIONS,
+        *,
+        need_weights: bool = False,
+        need_intermediates: bool = False,
+    ) -> ForwardResult:
+        """Teacher-forced pass: ``src (B, S)``, ``tgt (B, T)`` -> logits ``(B, T, V)`` (+ maps if asked).
+
+        ``logits[:, t]`` scores the token that follows ``tgt[:, :t+1]``.
+        """
+        enc = self.encode(src, iv, need_weights=need_weights, need_intermediates=need_intermediates)
+        dec = self.decode(tgt, enc, iv, need_weights=need_weights, need_intermediates=need_intermediates)
+        return ForwardResult(
+            dec.logits,
+            enc.enc_self_attn,
+            dec.dec_self_attn,
+            dec.cross_attn,
+            {**enc.intermediates, **dec.intermediates},
+        )
+
+    def n_params(self) -> int:
+        """Number of distinct trainable parameters (tied weights counted once)."""
+        return sum(p.numel() for p in self.parameters())
