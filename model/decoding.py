@@ -140,6 +140,7 @@ def filtered_probs(logits: Tensor, s: SamplingSettings) -> Tensor:
     if s.top_k:
         kth = torch.topk(probs, min(s.top_k, probs.numel())).values[-1]
         probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))
+        probs = probs / probs.sum()  # top-p then works on the top-k distribution
     if s.top_p < 1.0:
         sorted_p, order = torch.sort(probs, descending=True)
         keep_sorted = torch.cumsum(sorted_p, 0) - sorted_p < s.top_p  # always keeps the first

@@ -1,0 +1,228 @@
+"""model/train.py and model/data.py: a tiny end-to-end run, resuming, the schedule, batching, Multi30k."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model.checkpoint import load_checkpoint
+from model.data import default_data_dir, pad_batch, read_pairs, split_file, token_batches
+from model.tokenizer import Tokenizer
+from model.train import encode_pairs, load_data, load_state, lr_at, main, parse_args, reverse_pairs, save_state
+from model.transformer import Transformer, TransformerConfig
+
+TINY = [
+    "--task", "reverse", "--d-model", "32", "--n-heads", "2", "--d-ff", "64", "--n-enc-layers", "1", "--n-dec-layers", "1",
+    "--train-size", "300", "--val-limit", "20", "--max-tokens", "1024", "--warmup", "10", "--no-bf16", "--quiet",
+]  # fmt: skip
+
+
+def read_log(path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_tiny_reverse_run_writes_a_checkpoint_and_resumes(tmp_path, capsys):
+    out = tmp_path / "run"
+    meta = main([*TINY, "--epochs", "1", "--out", str(out)])
+    for f in ("model.safetensors", "config.json", "vocab.json", "train_log.csv", "metrics.json"):
+        assert (out / f).is_file(), f
+    assert (out / "state" / "state.safetensors").is_file() and (out / "state" / "state.json").is_file()
+    log = read_log(out / "train_log.csv")
+    assert [r["epoch"] for r in log] == ["1"]
+    steps = meta["step"]
+    assert steps > 0 and int(log[0]["step"]) == steps
+    metrics = json.loads((out / "metrics.json").read_text())["training"]
+    assert metrics["task"] == "reverse" and metrics["epochs_run"] == 1 and metrics["args"]["d_model"] == 32
+    loaded = load_checkpoint(out, "cpu")
+    assert loaded.model.cfg.d_model == 32 and loaded.model.cfg.vocab_size == loaded.tokenizer.vocab_size
+    assert json.loads((out / "state" / "state.json").read_text())["epoch"] == 1
+    vocab_before = (out / "vocab.json").read_text()
+
+    capsys.readouterr()
+    meta2 = main([*TINY, "--epochs", "2", "--out", str(out), "--resume"])
+    assert f"resumed from epoch 1 step {steps}" in capsys.readouterr().out
+    log = read_log(out / "train_log.csv")
+    assert [r["epoch"] for r in log] == ["1", "2"]  # epoch 1 was not run again
+    assert meta2["epoch"] == 2 and meta2["step"] == 2 * steps
+    assert json.loads((out / "metrics.json").read_text())["training"]["epochs_run"] == 2
+    assert json.loads((out / "state" / "state.json").read_text())["step"] == 2 * steps
+    assert (out / "vocab.json").read_text() == vocab_before
+
+
+def test_save_state_and_load_state_round_trip(tmp_path):
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_enc_layers=1, n_dec_layers=1, dropout=0.0)
+    model = Transformer(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    src, tgt = torch.randint(3, 40, (2, 5)), torch.randint(3, 40, (2, 4))
+    for _ in range(3):
+        opt.zero_grad()
+        model(src, tgt).logits.square().mean().backward()
+        opt.step()
+    ema = {k: v.detach().clone() + 1.0 for k, v in model.state_dict().items() if v.is_floating_point()}
+    save_state(tmp_path, model, ema, opt, {"epoch": 4, "step": 3})
+
+    torch.manual_seed(1)
+    model2 = Transformer(cfg)
+    opt2 = torch.optim.AdamW(model2.parameters(), lr=1e-2)
+    ema2 = {k: torch.zeros_like(v) for k, v in ema.items()}
+    meta = load_state(tmp_path, model2, ema2, opt2)
+    assert meta["epoch"] == 4 and meta["step"] == 3
+    for (k, a), b in zip(model.state_dict().items(), model2.state_dict().values(), strict=True):
+        assert torch.equal(a, b), k
+    assert model2.tgt_emb.weight is model2.src_emb.weight
+    for k in ema:
+        assert torch.equal(ema[k], ema2[k]), k
+    for p, p2 in zip(model.parameters(), model2.parameters(), strict=True):
+        s, s2 = opt.state[p], opt2.state[p2]
+        assert float(s["step"]) == float(s2["step"]) == 3.0
+        assert torch.equal(s["exp_avg"], s2["exp_avg"]) and torch.equal(s["exp_avg_sq"], s2["exp_avg_sq"])
+    # and the next step is identical, so a resumed run continues exactly
+    for m, o in ((model, opt), (model2, opt2)):
+        o.zero_grad()
+        m(src, tgt).logits.square().mean().backward()
+        o.step()
+    for a, b in zip(model.parameters(), model2.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+# -- learning-rate schedule (section 5.3) --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "inverse_sqrt"])
+@pytest.mark.parametrize("warmup", [1, 10, 800])
+def test_lr_warm_up_is_linear_to_the_peak(schedule, warmup):
+    peak, total = 2e-3, 5000
+    lrs = [lr_at(s, peak, warmup, total, schedule) for s in range(1, warmup + 1)]
+    for s, lr in enumerate(lrs, start=1):
+        assert lr == pytest.approx(peak * s / warmup)
+    assert lrs[-1] == pytest.approx(peak)  # the peak is reached exactly at the end of warm-up
+    assert all(a < b for a, b in zip(lrs, lrs[1:], strict=False))
+
+
+def test_cosine_decays_to_zero_at_total_steps():
+    peak, warmup, total = 1e-3, 100, 1100
+    lrs = [lr_at(s, peak, warmup, total, "cosine") for s in range(warmup, total + 50)]
+    assert all(a >= b for a, b in zip(lrs, lrs[1:], strict=False))  # non-increasing after warm-up
+    assert lr_at(600, peak, warmup, total, "cosine") == pytest.approx(peak / 2)  # half way: cos(pi/2) = 0
+    assert lr_at(total, peak, warmup, total, "cosine") == pytest.approx(0, abs=1e-15)
+    assert lr_at(total + 10, peak, warmup, total, "cosine") == pytest.approx(0, abs=1e-15)
+    assert lr_at(350, peak, warmup, total, "cosine") == pytest.approx(peak * 0.5 * (1 + math.cos(math.pi / 4)))
+
+
+def test_cosine_follows_the_time_budget_when_it_is_ahead():
+    peak, warmup, total = 1e-3, 100, 10_000
+    assert lr_at(200, peak, warmup, total, "cosine", time_frac=0.5) == pytest.approx(peak / 2)
+    assert lr_at(200, peak, warmup, total, "cosine", time_frac=1.0) == pytest.approx(0, abs=1e-15)
+    # the step fraction wins when it is further along than the clock
+    assert lr_at(5050, peak, warmup, total, "cosine", time_frac=0.1) == pytest.approx(peak / 2)
+
+
+def test_inverse_sqrt_is_the_papers_decay():
+    peak, warmup = 1e-3, 400
+    for s in (400, 800, 1600, 6400):
+        assert lr_at(s, peak, warmup, 10**6, "inverse_sqrt") == pytest.approx(peak * math.sqrt(warmup / s))
+    assert lr_at(4 * warmup, peak, warmup, 10**6, "inverse_sqrt") == pytest.approx(peak / 2)
+
+
+# -- batching -----------------------------------------------------------------------------------------------
+
+lengths = st.lists(st.tuples(st.integers(1, 60), st.integers(1, 60)), min_size=0, max_size=300)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lens=lengths, max_tokens=st.integers(1, 400), shuffle=st.booleans(), seed=st.integers(0, 5))
+def test_token_batches_respect_max_tokens_and_cover_every_example_once(lens, max_tokens, shuffle, seed):
+    examples = [([5] * s, [6] * t) for s, t in lens]
+    batches = list(token_batches(examples, max_tokens, shuffle=shuffle, seed=seed))
+    flat = [i for b in batches for i in b]
+    assert sorted(flat) == list(range(len(examples)))  # every example exactly once
+    for b in batches:
+        assert b, "empty batch"
+        src = pad_batch([examples[i][0] for i in b], 0)
+        tgt = pad_batch([examples[i][1] for i in b], 0)
+        padded = src.numel() + tgt.numel()  # B * (S_max + T_max)
+        assert len(b) == 1 or padded <= max_tokens, (padded, max_tokens)
+    assert batches == list(token_batches(examples, max_tokens, shuffle=shuffle, seed=seed))  # deterministic
+
+
+def test_token_batches_shuffle_changes_order_and_keeps_batches_full():
+    examples = [([5] * (i % 17 + 1), [6] * (i % 13 + 1)) for i in range(500)]
+    a = list(token_batches(examples, 256, shuffle=True, seed=1))
+    b = list(token_batches(examples, 256, shuffle=True, seed=2))
+    assert a != b
+    assert sorted(i for x in a for i in x) == sorted(i for x in b for i in x) == list(range(500))
+    # batching by tokens, not by count: short examples make bigger batches
+    short = [([5] * 2, [6] * 2)] * 100
+    assert len(next(iter(token_batches(short, 256, shuffle=False)))) == 64  # 64 * (2 + 2) = 256
+
+
+def test_pad_batch():
+    out = pad_batch([[4, 5, 6], [7]], pad_id=0)
+    assert out.tolist() == [[4, 5, 6], [7, 0, 0]] and out.dtype == torch.long
+
+
+def test_reverse_pairs_and_encoding():
+    pairs = reverse_pairs(50, seed=3)
+    assert pairs == reverse_pairs(50, seed=3) and pairs != reverse_pairs(50, seed=4)
+    for s, t in pairs:
+        words = s.split()
+        assert s == " " + " ".join(words) and t == " " + " ".join(reversed(words)) and 3 <= len(words) <= 12
+    tok = Tokenizer.build([x for p in reverse_pairs(500, 0) for x in p])
+    (src, tgt), *_ = encode_pairs(tok, pairs, max_len=128)
+    words = pairs[0][0].split()
+    assert src == [tok.encode(" " + w)[0] for w in words] + [tok.eos_id]  # one piece per letter word, then <eos>
+    assert tgt == [tok.bos_id] + [tok.encode(" " + w)[0] for w in reversed(words)] + [tok.eos_id]
+    # too-long targets are dropped, too-long sources truncated to keep <eos>
+    kept = encode_pairs(tok, [(" a b c d e f", " f e d c b a")], max_len=5)
+    assert kept == []
+    [(src, _)] = encode_pairs(tok, [(" a b c d e f", " a")], max_len=5)
+    assert src == tok.encode(" a b c d") + [tok.eos_id]
+
+
+# -- Multi30k (skipped where the data is not present) ----------------------------------------------------
+
+MULTI30K = default_data_dir()
+needs_multi30k = pytest.mark.skipif(
+    MULTI30K is None,
+    reason="Multi30k not found: set $MULTI30K_DIR or put the raw files in ../shared/data/multi30k or data/multi30k",
+)
+
+
+@needs_multi30k
+def test_multi30k_splits_are_aligned_and_complete():
+    sizes = {"train": 29000, "val": 1014, "test_2016_flickr": 1000}
+    for split, n in sizes.items():
+        pairs = read_pairs(split_file(MULTI30K, split, "en"), split_file(MULTI30K, split, "de"))
+        assert len(pairs) == n, split
+        assert all(s.strip() and t.strip() for s, t in pairs), split
+    train, val = load_data(parse_args(["--out", "unused"]))
+    assert len(train) == 29000 and len(val) == 1014
+    assert train[0] == (
+        "Two young, White males are outside near many bushes.",
+        "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
+    )
+
+
+@needs_multi30k
+def test_multi30k_round_trips_through_the_tokenizer():
+    val = read_pairs(split_file(MULTI30K, "val", "en"), split_file(MULTI30K, "val", "de"))
+    tok = Tokenizer.build([x for p in val for x in p])
+    for s, t in val:
+        assert tok.decode(tok.encode(s)) == s and tok.decode(tok.encode(t)) == t
+
+
+def test_split_file_names_both_candidates(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"train\.en\.gz or train\.en"):
+        split_file(tmp_path, "train", "en")
+    (tmp_path / "a.txt").write_text("x\ny\n")
+    (tmp_path / "b.txt").write_text("1\n")
+    with pytest.raises(ValueError, match="2 lines"):
+        read_pairs(tmp_path / "a.txt", tmp_path / "b.txt")

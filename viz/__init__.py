@@ -1,0 +1,60 @@
+"""Plotly figures of attention: arrays and tokens in, ``go.Figure`` (or a DataFrame / text) out.
+
+No model and no Streamlit here, so every figure can be tested and reused from a notebook.
+Arrays may be numpy or torch (converted with ``np.asarray`` after ``.detach().cpu()``); every
+function checks shapes and raises ``ValueError`` saying how to fix the call.
+
+Modules:
+    tokens      display forms of tokens (``▁`` for a leading space) and unique labels
+    attention   the layer × head mosaic (one trace), one head zoomed, before/after difference
+    steps       next-token candidates, the new query's attention, the beam-search tree
+    positional  the positional-encoding matrix, its waves, similarity, the word-order demo
+    stats       per-head statistics (DataFrame) and attention rollout
+    shapes      the tensor shapes of one forward pass, as a table and a diagram
+    export      CSV of a map, HTML of a figure
+"""
+
+from viz.attention import (
+    attention_heatmap,
+    attention_mosaic,
+    difference_heatmap,
+    head_average,
+    layer_average,
+    masked_cells,
+    mosaic_tile,
+)
+from viz.export import attention_csv, attention_frame, figure_html
+from viz.positional import pe_curves, pe_matrix, pe_similarity, wavelength, word_order_figure
+from viz.shapes import shapes_figure, shapes_table
+from viz.stats import COLUMN_HELP, head_stats, rollout, rollout_figure
+from viz.steps import beam_tree, candidates_bar, step_attention
+from viz.tokens import display, row_labels
+
+__all__ = [
+    "COLUMN_HELP",
+    "attention_csv",
+    "attention_frame",
+    "attention_heatmap",
+    "attention_mosaic",
+    "beam_tree",
+    "candidates_bar",
+    "difference_heatmap",
+    "display",
+    "figure_html",
+    "head_average",
+    "head_stats",
+    "layer_average",
+    "masked_cells",
+    "mosaic_tile",
+    "pe_curves",
+    "pe_matrix",
+    "pe_similarity",
+    "rollout",
+    "rollout_figure",
+    "row_labels",
+    "shapes_figure",
+    "shapes_table",
+    "step_attention",
+    "wavelength",
+    "word_order_figure",
+]

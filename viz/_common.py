@@ -1,0 +1,276 @@
+"""Shared pieces of the figure builders: input checks, colours, masks and the mosaic grid.
+
+Private to ``viz/``: the public functions live in the other modules. Everything here takes numpy
+arrays (or anything ``np.asarray`` accepts, including CPU/GPU torch tensors) and never a model.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+KINDS = ("enc_self", "dec_self", "cross")
+"""Attention kinds, as in ``model.transformer.KINDS``: encoder self, decoder causal self, cross."""
+
+# -- colours: one scale for every attention map, so a colour means the same weight everywhere ---------
+ATTENTION_COLORSCALE = [  # white (0) -> deep blue (1), ColorBrewer "Blues"
+    [0.0, "#f7fbff"],
+    [0.125, "#deebf7"],
+    [0.25, "#c6dbef"],
+    [0.375, "#9ecae1"],
+    [0.5, "#6baed6"],
+    [0.625, "#4292c6"],
+    [0.75, "#2171b5"],
+    [0.875, "#08519c"],
+    [1.0, "#08306b"],
+]
+DIVERGING_COLORSCALE = [  # blue (negative) - white (0) - red (positive), ColorBrewer "RdBu" reversed
+    [0.0, "#053061"],
+    [0.1, "#2166ac"],
+    [0.2, "#4393c3"],
+    [0.3, "#92c5de"],
+    [0.4, "#d1e5f0"],
+    [0.5, "#f7f7f7"],
+    [0.6, "#fddbc7"],
+    [0.7, "#f4a582"],
+    [0.8, "#d6604d"],
+    [0.9, "#b2182b"],
+    [1.0, "#67001f"],
+]
+MASK_COLORS = {  # cells a query could not see: warm greys, clearly not the near-white of weight 0
+    "future": "#b8b2a7",
+    "hidden": "#a39e93",
+    "window": "#cdc7bc",
+    "masked": "#b8b2a7",
+    "ablated": "#7f7a70",
+}
+MASK_REASONS = {
+    "future": "masked: a later token (the causal mask hides the future)",
+    "hidden": "masked: this source token is hidden (mask lab)",
+    "window": "masked: outside the local attention window",
+    "masked": "masked: this key was not allowed",
+    "ablated": "head ablated: its output is zeroed, so it attends to nothing",
+}
+HIGHLIGHT = "#e6550d"  # chosen candidate, best beam path
+MUTED = "#9ecae1"  # other candidates
+FONT = dict(family="Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif", size=12)
+
+
+def base_layout(title: str | None, **kw) -> dict:
+    """Layout shared by every figure: white background, light grid, readable font, compact margins.
+
+    The look is set property by property rather than with ``template="plotly_white"``: copying a
+    template costs ~20 ms per figure, more than building a 72-map mosaic.
+    """
+    axis = dict(gridcolor="#ebebeb", zerolinecolor="#d9d9d9", linecolor="#d9d9d9", ticks="")
+    layout = dict(
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        xaxis=dict(axis),
+        yaxis=dict(axis),
+        colorway=["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d"],
+        font=FONT,
+        title=dict(text=title or "", x=0.0, xanchor="left", font=dict(size=15)),
+        margin=dict(l=10, r=10, t=60 if title else 30, b=10),
+        hoverlabel=dict(font=dict(family=FONT["family"], size=12), align="left"),
+    )
+    layout.update(kw)
+    return layout
+
+
+# -- input checks ------------------------------------------------------------------------------------
+def as_array(x, name: str, ndim: int | Sequence[int] | None = None) -> np.ndarray:
+    """``x`` as a float32 numpy array (torch tensors are detached and moved to the CPU).
+
+    Raises:
+        ValueError: if ``x`` is not numeric, has the wrong number of dimensions, or holds NaN/inf.
+    """
+    if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
+        x = x.detach().float().cpu().numpy()
+    try:
+        arr = np.asarray(x, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be a numeric array (numpy or torch), got {type(x).__name__}: {e}") from None
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if arr.ndim not in allowed:
+            want = " or ".join(f"{n}-D" for n in allowed)
+            raise ValueError(f"{name} must be {want}, got shape {arr.shape} ({arr.ndim}-D)")
+    if arr.size and not np.isfinite(arr).all():
+        bad = int((~np.isfinite(arr)).sum())
+        raise ValueError(f"{name} holds {bad} NaN/inf value(s); pass finite weights (model.analysis replaces NaN by 0)")
+    return arr
+
+
+def check_tokens(tokens, name: str, n: int | None = None, what: str = "") -> list[str]:
+    """``tokens`` as a list of str, of length ``n`` if given.
+
+    Raises:
+        ValueError: if it is not a sequence of strings or has the wrong length.
+    """
+    if isinstance(tokens, str) or not isinstance(tokens, Iterable):
+        raise ValueError(f"{name} must be a list of token strings, got {type(tokens).__name__}")
+    out = list(tokens)
+    for t in out:
+        if not isinstance(t, str):
+            raise ValueError(f"{name} must hold strings, got {type(t).__name__} {t!r}")
+    if n is not None and len(out) != n:
+        raise ValueError(f"{name} has {len(out)} tokens but {what or 'the array'} has {n}: pass the tokens that match the array")
+    return out
+
+
+def check_kind(kind: str) -> str:
+    """Raises ValueError unless ``kind`` is one of ``KINDS``."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    return kind
+
+
+def check_square(kind: str, n_q: int, n_k: int) -> None:
+    """Self-attention maps are square (queries and keys are the same tokens)."""
+    if kind in ("enc_self", "dec_self") and n_q != n_k:
+        raise ValueError(
+            f"{kind} maps must be square (queries and keys are the same tokens), got {n_q} queries x {n_k} keys; "
+            "did you mean kind='cross'?"
+        )
+
+
+# -- token text for plotly ---------------------------------------------------------------------------
+def esc(s: str) -> str:
+    """Escape ``<``, ``>``, ``&`` so plotly shows ``<bos>`` as text, not as a (dropped) tag."""
+    return html.escape(s, quote=False)
+
+
+def short(s: str, n: int = 14) -> str:
+    """Cut a display token to ``n`` characters for tick labels (hover shows it whole)."""
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+# -- masks ---------------------------------------------------------------------------------------
+def mask_reasons(
+    kind: str,
+    n_q: int,
+    n_k: int,
+    *,
+    causal: bool = True,
+    window: int | None = None,
+    hidden: Iterable[int] = (),
+) -> np.ndarray:
+    """Why each cell of a ``(n_q, n_k)`` map was not allowed: an object array of reason names or "".
+
+    Mirrors ``model.transformer``: the causal mask (dec_self, key > query), the local window
+    (self kinds, |query - key| >= window) and hidden source tokens (enc_self and cross keys).
+    """
+    reasons = np.full((n_q, n_k), "", dtype=object)
+    q = np.arange(n_q)[:, None]  # (Q, 1)
+    k = np.arange(n_k)[None, :]  # (1, K)
+    if kind in ("enc_self", "dec_self") and window is not None:
+        reasons[np.broadcast_to(np.abs(q - k) >= window, (n_q, n_k))] = "window"
+    if kind == "dec_self" and causal:
+        reasons[np.broadcast_to(k > q, (n_q, n_k))] = "future"
+    if kind in ("enc_self", "cross"):
+        cols = [int(i) for i in hidden if 0 <= int(i) < n_k]
+        reasons[:, cols] = "hidden"
+    return reasons
+
+
+def cell_reasons(kind: str, n_q: int, n_k: int, *, masked, interventions: dict | None, causal: bool | None) -> np.ndarray:
+    """Why each cell of a ``(n_q, n_k)`` map is grey (object array of reason names, "" = drawn).
+
+    ``masked`` (bool ``(n_q, n_k)``, True = not allowed) wins over ``interventions`` (the dict of
+    ``model.analysis.iv_dict``: keys causal, window, src_hidden, ablate); ``causal`` overrides the
+    dict's causal flag. Without either, dec_self maps get the causal mask.
+
+    Raises:
+        ValueError: for a mask of the wrong shape.
+    """
+    iv = interventions or {}
+    if masked is not None:
+        m = np.asarray(masked, dtype=bool)
+        if m.shape != (n_q, n_k):
+            raise ValueError(f"masked must be a bool array of shape ({n_q}, {n_k}) (queries x keys), got {m.shape}")
+        reasons = np.where(m, "masked", "").astype(object)
+        if kind == "dec_self":
+            reasons[m & (np.arange(n_k)[None, :] > np.arange(n_q)[:, None])] = "future"
+        return reasons
+    c = iv.get("causal", True) if causal is None else causal
+    return mask_reasons(kind, n_q, n_k, causal=bool(c), window=iv.get("window"), hidden=iv.get("src_hidden", ()))
+
+
+def ablated_heads(kind: str, ablated: Iterable, interventions: dict | None) -> set[tuple[int, int]]:
+    """(layer, head) pairs, 0-based, ablated in ``kind``: ``ablated`` plus the dict's ``ablate`` entries."""
+    out = {(int(l), int(h)) for l, h in (ablated or ())}
+    for k, l, h in (interventions or {}).get("ablate", ()):
+        if k == kind:
+            out.add((int(l), int(h)))
+    return out
+
+
+def resolve_masks(
+    kind: str,
+    n_layers: int,
+    n_heads: int,
+    n_q: int,
+    n_k: int,
+    *,
+    masked,
+    interventions: dict | None,
+    causal: bool | None,
+    ablated: Iterable,
+) -> tuple[np.ndarray, set[tuple[int, int]]]:
+    """``cell_reasons`` and ``ablated_heads`` for a ``(n_layers, n_heads, n_q, n_k)`` stack.
+
+    Raises:
+        ValueError: for a mask of the wrong shape or an ablated head out of range.
+    """
+    reasons = cell_reasons(kind, n_q, n_k, masked=masked, interventions=interventions, causal=causal)
+    abl = ablated_heads(kind, ablated, interventions)
+    for l, h in abl:
+        if not (0 <= l < n_layers and 0 <= h < n_heads):
+            raise ValueError(
+                f"ablated head (layer {l}, head {h}) is out of range for {n_layers} layers x {n_heads} heads (both count from 0)"
+            )
+    return reasons, abl
+
+
+# -- mosaic grid -----------------------------------------------------------------------------------
+def tile_origin(r: int, c: int, n_rows: int, n_cols: int, gap: int) -> tuple[int, int]:
+    """Top-left (row, column) of tile (r, c) in a mosaic of tiles ``n_rows x n_cols`` cells big."""
+    return r * (n_rows + gap), c * (n_cols + gap)
+
+
+def tile(maps: np.ndarray, gap: int) -> np.ndarray:
+    """Tile ``maps (R, C, Q, K)`` into one ``(R*Q + (R-1)*gap, C*K + (C-1)*gap)`` float32 array, NaN gutters."""
+    R, C, Q, K = maps.shape
+    z = np.full((R * Q + (R - 1) * gap, C * K + (C - 1) * gap), np.nan, dtype=np.float32)
+    for r in range(R):
+        for c in range(C):
+            y0, x0 = tile_origin(r, c, Q, K, gap)
+            z[y0 : y0 + Q, x0 : x0 + K] = maps[r, c]
+    return z
+
+
+def gap_for(n: int) -> int:
+    """Gutter width (cells) between mosaic tiles: about a tenth of a tile, at least 1."""
+    return max(1, round(n / 10))
+
+
+def unique_categories(labels: list[str], block: int) -> list[str]:
+    """Category names that stay distinct when the same labels repeat in several mosaic blocks.
+
+    Block ``b`` gets ``b`` zero-width spaces appended: invisible in hover text, distinct on a
+    category axis (plotly merges equal category names).
+    """
+    return [s + "\u200b" * block for s in labels]
+
+
+def mosaic_axis(block_labels: list[list[str]], gap: int) -> list[str]:
+    """Category names of one mosaic axis: each block's labels, then ``gap`` unique gutter names."""
+    names: list[str] = []
+    for b, labels in enumerate(block_labels):
+        names += unique_categories(labels, b)
+        if b < len(block_labels) - 1:
+            names += [f"\u2002gap {b}.{g}" for g in range(gap)]
+    return names

@@ -1,0 +1,288 @@
+"""Positional encoding (Vaswani et al. 2017, section 3.5): the matrix, its waves, and why it matters.
+
+PE[pos, 2i] = sin(pos / 10000^(2i / d_model)),  PE[pos, 2i + 1] = cos(pos / 10000^(2i / d_model)).
+Dimension pair i is a wave with wavelength 2π · 10000^(2i / d_model) positions: from 2π (≈ 6.3)
+for the first pair up to 2π · 10000 for the last, so every position gets a distinct pattern and
+nearby positions get similar ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz._common import DIVERGING_COLORSCALE, HIGHLIGHT, as_array, base_layout, check_tokens, esc, short
+from viz.tokens import display
+
+
+def wavelength(dim: int, d_model: int) -> float:
+    """Wavelength in positions of PE dimension ``dim``: ``2π · 10000^(2⌊dim/2⌋ / d_model)`` (section 3.5).
+
+    Dimensions 2i (sin) and 2i + 1 (cos) share a wavelength.
+
+    Raises:
+        ValueError: if ``d_model < 1`` or ``dim`` is not in ``[0, d_model)``.
+    """
+    if d_model < 1:
+        raise ValueError(f"d_model must be >= 1, got {d_model}")
+    if not 0 <= dim < d_model:
+        raise ValueError(f"dim must be in [0, {d_model}), got {dim}")
+    return float(2 * np.pi * 10000.0 ** (2 * (dim // 2) / d_model))
+
+
+def _pe(pe) -> np.ndarray:
+    p = as_array(pe, "pe", 2)  # (N, D)
+    if 0 in p.shape:
+        raise ValueError(f"pe is empty (shape {p.shape}); expected (positions, d_model)")
+    return p
+
+
+def _dim_name(d: int, D: int, sinusoidal: bool) -> str:
+    if not sinusoidal:
+        return f"dim {d}"
+    fn = "sin" if d % 2 == 0 else "cos"
+    return f"dim {d} · {fn} · wavelength {wavelength(d, D):,.1f} positions"
+
+
+def pe_matrix(pe, *, title: str | None = None, sinusoidal: bool = True, height: int | None = None) -> go.Figure:
+    """The positional-encoding matrix as a heatmap: rows = positions (0 on top), columns = dimensions.
+
+    Diverging colours on −1..1 (wider if a learned encoding exceeds it). Hover: position, dimension,
+    sin/cos and wavelength (when ``sinusoidal``), value.
+
+    Args:
+        pe: ``(N, d_model)``, e.g. ``model.transformer.sinusoidal_encoding(N, d_model)``.
+
+    Raises:
+        ValueError: if ``pe`` is not a non-empty finite 2-D array.
+    """
+    p = _pe(pe)
+    N, D = p.shape
+    r = max(1.0, float(np.abs(p).max()))
+    names = [_dim_name(d, D, sinusoidal) for d in range(D)]
+    step = max(1, int(2 ** np.ceil(np.log2(max(D / 16, 1)))))
+    fig = go.Figure(
+        go.Heatmap(
+            z=p,
+            x=names,
+            y=np.arange(N),
+            colorscale=DIVERGING_COLORSCALE,
+            zmin=-r,
+            zmax=r,
+            zmid=0,
+            colorbar=dict(title=dict(text="PE value"), thickness=12),
+            hovertemplate="position %{y}<br>%{x}<br>value %{z:.3f}<extra></extra>",
+            name="PE",
+        )
+    )
+    fig.update_layout(
+        **base_layout(
+            title
+            or "Positional encoding: one row per position<br><sup>left: fast waves (short wavelength); right: slow waves; "
+            "each position gets its own pattern (section 3.5)</sup>"
+        ),
+        height=height or int(np.clip(N * 6, 300, 700) + 130),
+        meta={"N": N, "D": D},
+    )
+    fig.update_layout(margin=dict(t=80, l=10, r=10, b=10))
+    fig.update_xaxes(
+        title=dict(text="dimension"),
+        type="category",
+        tickmode="array",
+        tickvals=list(range(0, D, step)),
+        ticktext=[str(d) for d in range(0, D, step)],
+    )
+    fig.update_yaxes(title=dict(text="position"), autorange="reversed")
+    return fig
+
+
+def pe_curves(pe, dims: Sequence[int], *, title: str | None = None, d_model: int | None = None) -> go.Figure:
+    """Chosen PE dimensions as curves over positions, each labelled with its wavelength.
+
+    ``trace.meta`` holds ``{"dim", "wavelength", "fn"}`` for each curve.
+
+    Args:
+        pe: ``(N, D)``; dims: dimensions to draw (0-based); d_model: for the wavelength formula
+            (default D, the width of ``pe``).
+
+    Raises:
+        ValueError: if ``dims`` is empty or a dimension is out of range.
+    """
+    p = _pe(pe)
+    N, D = p.shape
+    dm = D if d_model is None else int(d_model)
+    dims = [int(d) for d in dims]
+    if not dims:
+        raise ValueError("dims is empty: pass the PE dimensions to draw, e.g. [0, 1, 8, 9]")
+    bad = [d for d in dims if not 0 <= d < D]
+    if bad:
+        raise ValueError(f"dims {bad} are out of range: pe has {D} dimensions (0 .. {D - 1})")
+    fig = go.Figure()
+    pos = np.arange(N)
+    for d in dims:
+        lam = wavelength(d, dm)
+        fn = "sin" if d % 2 == 0 else "cos"
+        fig.add_trace(
+            go.Scatter(
+                x=pos,
+                y=p[:, d],
+                mode="lines+markers",  # PE exists only at integer positions: the markers are the values used
+                marker=dict(size=4),
+                name=f"dim {d} ({fn}), wavelength {lam:,.1f}",
+                meta={"dim": d, "wavelength": lam, "fn": fn},
+                hovertemplate=f"dim {d} ({fn}, wavelength {lam:,.1f} positions)<br>position %{{x}}<br>value %{{y:.3f}}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        **base_layout(
+            title
+            or "Positional-encoding waves<br><sup>dimension pair i oscillates with wavelength 2π·10000^(2i/d_model) positions</sup>"
+        ),
+        height=380,
+        legend=dict(title=dict(text="dimension"), orientation="v"),
+        hovermode="x unified",
+    )
+    fig.update_layout(margin=dict(t=80, l=10, r=10, b=10))
+    fig.update_xaxes(title=dict(text="position"), range=[0, max(N - 1, 1)])
+    fig.update_yaxes(title=dict(text="PE value"), range=[-1.1, 1.1] if np.abs(p).max() <= 1 else None, zeroline=True)
+    return fig
+
+
+def pe_similarity(pe, *, cosine: bool = True, title: str | None = None) -> go.Figure:
+    """Similarity of every pair of positions, ``PE · PEᵀ`` (``(N, N)``), cosine-normalised by default.
+
+    Nearby positions are similar and similarity fades with distance: a dot product of two
+    positions depends only on their offset for sinusoidal PE, which lets attention find
+    relative positions (section 3.5).
+
+    Raises:
+        ValueError: if ``pe`` is not a non-empty finite 2-D array.
+    """
+    p = _pe(pe).astype(np.float64)
+    sim = p @ p.T  # (N, N)
+    if cosine:
+        norm = np.linalg.norm(p, axis=1)  # (N,)
+        sim = sim / np.maximum(norm[:, None] * norm[None, :], 1e-12)
+        r = 1.0
+    else:
+        r = max(float(np.abs(sim).max()), 1e-6)
+    N = p.shape[0]
+    what = "cosine similarity" if cosine else "dot product"
+    fig = go.Figure(
+        go.Heatmap(
+            z=sim.astype(np.float32),
+            x=np.arange(N),
+            y=np.arange(N),
+            colorscale=DIVERGING_COLORSCALE,
+            zmin=-r,
+            zmax=r,
+            zmid=0,
+            colorbar=dict(title=dict(text=what), thickness=12),
+            hovertemplate=f"position %{{y}} vs position %{{x}}<br>{what} %{{z:.3f}}<extra></extra>",
+            name="similarity",
+        )
+    )
+    fig.update_layout(
+        **base_layout(
+            title
+            or f"Position-by-position {what} of the positional encoding<br><sup>the bright diagonal band: nearby positions look alike</sup>"
+        ),
+        height=560,
+    )
+    fig.update_layout(margin=dict(t=80, l=10, r=10, b=10))
+    fig.update_xaxes(title=dict(text="position"), constrain="domain", constraintoward="left")
+    fig.update_yaxes(
+        title=dict(text="position"),
+        autorange="reversed",
+        scaleanchor="x",
+        scaleratio=1,
+        constrain="domain",
+        constraintoward="top",
+    )
+    return fig
+
+
+def word_order_figure(demo: dict, *, title: str | None = None) -> go.Figure:
+    """Why the model needs positional encoding, from ``model.analysis.word_order_demo``.
+
+    Sentence B uses the same pieces as sentence A in another order (``b_tokens[i] ==
+    a_tokens[perm[i]]``). For each position i of B the bars show ``||enc_B[i] − enc_A[perm[i]]||``
+    (L2 distance between the encoder outputs of the same word in the two sentences): about 0
+    without positional encoding (the encoder is permutation-equivariant, so "John loves Mary"
+    and "Mary loves John" look the same to it), clearly above 0 with it.
+
+    Args:
+        demo: ``{"a_tokens", "b_tokens", "perm", "pe_off": {"a", "b", "max_diff"}, "pe_on": {...}}``
+            with ``a``/``b`` the encoder outputs ``(S, d_model)``.
+
+    Raises:
+        ValueError: if a key is missing, the arrays do not match the tokens, or ``perm`` is not a
+            permutation.
+    """
+    need = ("a_tokens", "b_tokens", "perm", "pe_off", "pe_on")
+    missing = [k for k in need if k not in demo]
+    if missing:
+        raise ValueError(f"demo lacks {missing}; pass the dict returned by model.analysis.word_order_demo")
+    a_tok = check_tokens(demo["a_tokens"], "demo['a_tokens']")
+    b_tok = check_tokens(demo["b_tokens"], "demo['b_tokens']", len(a_tok), "demo['a_tokens']")
+    perm = [int(i) for i in demo["perm"]]
+    S = len(a_tok)
+    if sorted(perm) != list(range(S)):
+        raise ValueError(f"demo['perm'] must be a permutation of 0..{S - 1}, got {perm}")
+    dist = {}
+    for name in ("pe_off", "pe_on"):
+        part = demo[name]
+        if not isinstance(part, dict) or "a" not in part or "b" not in part:
+            raise ValueError(f"demo[{name!r}] must be a dict with encoder outputs 'a' and 'b' of shape (S, d_model)")
+        ea = as_array(part["a"], f"demo[{name!r}]['a']", 2)
+        eb = as_array(part["b"], f"demo[{name!r}]['b']", 2)
+        if ea.shape != eb.shape or ea.shape[0] != S:
+            raise ValueError(f"demo[{name!r}]: 'a' {ea.shape} and 'b' {eb.shape} must both be ({S}, d_model) for {S} tokens")
+        dist[name] = np.linalg.norm(eb.astype(np.float64) - ea[perm].astype(np.float64), axis=1)  # (S,)
+    shown_b = display(b_tok)
+    shown_a = display(a_tok)
+    ticks = [esc(short(t)) for t in shown_b]
+    fig = go.Figure()
+    for name, label, color in (
+        ("pe_off", "without positional encoding", "#9e9e9e"),
+        ("pe_on", "with positional encoding", HIGHLIGHT),
+    ):
+        d = dist[name]
+        hover = [
+            f"<b>{label}</b><br>{esc(shown_b[i])}: position {i} in B, position {perm[i]} in A"
+            f"<br>||enc_B[{i}] − enc_A[{perm[i]}]|| = {d[i]:.2e}"
+            for i in range(S)
+        ]
+        fig.add_trace(
+            go.Bar(
+                x=np.arange(S),
+                y=d.astype(np.float32),
+                name=label,
+                marker=dict(color=color),
+                text=[f"{v:.2g}" for v in d],
+                textposition="outside",
+                cliponaxis=False,
+                hovertext=hover,
+                hoverinfo="text",
+                meta={"distance": d.tolist(), "max_diff": float(demo[name]["max_diff"]) if "max_diff" in demo[name] else None},
+            )
+        )
+    words = lambda toks: esc("".join(t for t in toks if t not in ("<bos>", "<eos>", "<pad>")).strip())  # noqa: E731
+    a_text, b_text = words(a_tok), words(b_tok)
+    fig.update_layout(
+        **base_layout(
+            title
+            or f"Word order: A = “{a_text}”, B = “{b_text}”<br><sup>distance between the encoder output of each word in B and of the same word in A; "
+            "0 without positional encoding: the encoder cannot tell the orders apart</sup>"
+        ),
+        barmode="group",
+        height=400,
+        legend=dict(orientation="h", y=-0.25),
+        meta={"perm": perm, "a_tokens": shown_a, "b_tokens": shown_b},
+    )
+    fig.update_layout(margin=dict(t=90, l=10, r=10, b=10))
+    fig.update_xaxes(title=dict(text="token of sentence B"), tickmode="array", tickvals=list(range(S)), ticktext=ticks)
+    fig.update_yaxes(title=dict(text="‖enc_B[i] − enc_A[perm[i]]‖ (L2)"), rangemode="tozero")
+    return fig

@@ -1,0 +1,168 @@
+"""The data flow of one forward pass: every stage with its tensor shape, as a table and as a diagram."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from viz._common import HIGHLIGHT, base_layout, esc
+
+
+def _check(shapes) -> list[tuple[str, tuple[int, ...], str]]:
+    if isinstance(shapes, str) or not isinstance(shapes, Sequence) or not shapes:
+        raise ValueError("shapes must be a non-empty list of (stage, shape, meaning), e.g. Maps.shapes")
+    out = []
+    for s in shapes:
+        if not isinstance(s, Sequence) or isinstance(s, str) or len(s) != 3:
+            raise ValueError(f"each stage must be (name, shape tuple, meaning), got {s!r}")
+        name, shape, meaning = s
+        try:
+            dims = tuple(int(d) for d in shape)
+        except (TypeError, ValueError):
+            raise ValueError(f"stage {name!r}: shape must be a tuple of ints, got {shape!r}") from None
+        out.append((str(name), dims, str(meaning)))
+    return out
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """``(1, 7, 256)`` -> ``"[1, 7, 256]"``."""
+    return "[" + ", ".join(str(int(d)) for d in shape) + "]"
+
+
+def shapes_table(shapes: Sequence[tuple[str, tuple, str]]) -> pd.DataFrame:
+    """Stages as a table with columns stage, shape (e.g. ``"[1, 7, 256]"``), meaning.
+
+    Args:
+        shapes: ``(name, shape, meaning)`` per stage, in data-flow order (``Maps.shapes``).
+
+    Raises:
+        ValueError: if ``shapes`` is empty or a stage is malformed.
+    """
+    rows = _check(shapes)
+    return pd.DataFrame(
+        {"stage": [r[0] for r in rows], "shape": [shape_text(r[1]) for r in rows], "meaning": [r[2] for r in rows]}
+    )
+
+
+def shapes_figure(
+    shapes: Sequence[tuple[str, tuple, str]], *, title: str | None = None, split_at: str | None = "memory"
+) -> go.Figure:
+    """A flow diagram: one box per stage (name and shape), arrows in data-flow order.
+
+    Stages up to the one whose name starts with ``split_at`` (the encoder side, ending at the
+    memory) form the left column and the rest (the decoder side) the right one, with an arrow
+    from the memory into the decoder's cross-attention; without such a stage, one column.
+    Hover on a box gives the stage's meaning.
+
+    Raises:
+        ValueError: if ``shapes`` is empty or a stage is malformed.
+    """
+    rows = _check(shapes)
+    split = next((i for i, r in enumerate(rows) if split_at and r[0].startswith(split_at)), None)
+    if split is None or split == len(rows) - 1:
+        cols = [list(range(len(rows)))]
+    else:
+        cols = [list(range(split + 1)), list(range(split + 1, len(rows)))]
+    box_w, box_h, row_h = 0.42 if len(cols) == 2 else 0.8, 0.72, 1.0
+    centres = {}
+    for c, idx in enumerate(cols):
+        x = (0.25 + 0.5 * c) if len(cols) == 2 else 0.5
+        for r, i in enumerate(idx):
+            centres[i] = (x, r * row_h)
+    shapes_, annotations = [], []
+    for i, (name, dims, _) in enumerate(rows):
+        x, y = centres[i]
+        is_attn = "attention" in name
+        shapes_.append(
+            dict(
+                type="rect",
+                x0=x - box_w / 2,
+                x1=x + box_w / 2,
+                y0=y - box_h / 2,
+                y1=y + box_h / 2,
+                line=dict(color=HIGHLIGHT if is_attn else "#6b8fb3", width=1.2),
+                fillcolor="#fff4ec" if is_attn else "#eef4fa",
+                layer="below",
+            )
+        )
+        annotations.append(
+            dict(
+                x=x,
+                y=y,
+                text=f"<b>{esc(name)}</b>  <span style='font-family:monospace'>{shape_text(dims)}</span>",
+                showarrow=False,
+                font=dict(size=11),
+            )
+        )
+    for idx in cols:
+        for a, b in zip(idx[:-1], idx[1:], strict=True):
+            (xa, ya), (xb, yb) = centres[a], centres[b]
+            annotations.append(
+                dict(
+                    x=xb,
+                    y=yb - box_h / 2,
+                    ax=xa,
+                    ay=ya + box_h / 2,
+                    xref="x",
+                    yref="y",
+                    axref="x",
+                    ayref="y",
+                    showarrow=True,
+                    arrowhead=2,
+                    arrowsize=1,
+                    arrowwidth=1.2,
+                    arrowcolor="#888",
+                    text="",
+                )
+            )
+    if len(cols) == 2:
+        mem = cols[0][-1]
+        target = next((i for i in cols[1] if rows[i][0].startswith("cross")), cols[1][0])
+        (xa, ya), (xb, yb) = centres[mem], centres[target]
+        annotations.append(
+            dict(
+                x=xb - box_w / 2,
+                y=yb,
+                ax=xa + box_w / 2,
+                ay=ya,
+                xref="x",
+                yref="y",
+                axref="x",
+                ayref="y",
+                showarrow=True,
+                arrowhead=2,
+                arrowwidth=1.5,
+                arrowcolor=HIGHLIGHT,
+                text="",
+            )
+        )
+    n_rows = max(len(c) for c in cols)
+    # invisible markers at box centres carry the hover (a stage's meaning)
+    fig = go.Figure(
+        go.Scatter(
+            x=[centres[i][0] for i in range(len(rows))],
+            y=[centres[i][1] for i in range(len(rows))],
+            mode="markers",
+            marker=dict(size=30, opacity=0),
+            hovertext=[f"<b>{esc(n)}</b> {shape_text(d)}<br>{esc(m)}" for n, d, m in rows],
+            hoverinfo="text",
+            name="stages",
+            showlegend=False,
+        )
+    )
+    headers = ["encoder side", "decoder side"] if len(cols) == 2 else []
+    for c, text in enumerate(headers):
+        annotations.append(
+            dict(x=0.25 + 0.5 * c, y=-0.75, text=f"<b>{text}</b>", showarrow=False, font=dict(size=13, color="#444"))
+        )
+    fig.update_layout(
+        **base_layout(title or "Data flow of this input, stage by stage (B = batch, S = source length, T = target length)"),
+        shapes=shapes_,
+        annotations=annotations,
+        height=int(n_rows * 46 + 140),
+    )
+    fig.update_xaxes(visible=False, range=[0, 1], fixedrange=True)
+    fig.update_yaxes(visible=False, range=[n_rows - 0.4, -1.1], fixedrange=True)
+    return fig

@@ -1,0 +1,350 @@
+"""Token-by-token decoding: next-token candidates, the new query's attention, and the beam-search tree."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz._common import ATTENTION_COLORSCALE, HIGHLIGHT, MUTED, as_array, base_layout, check_tokens, esc, short
+from viz.attention import head_average
+from viz.tokens import display
+
+
+def candidates_bar(
+    candidates: Sequence[tuple[str, int, float]],
+    chosen_id: int,
+    *,
+    title: str | None = None,
+    forced: bool = False,
+) -> go.Figure:
+    """The top-k next-token candidates as horizontal bars (best on top), probabilities on a 0–1 axis.
+
+    The chosen token is highlighted; if it is not among the candidates (sampled or forced from
+    outside the top k) a note says so.
+
+    Args:
+        candidates: ``(piece text, compact id, probability)``, best first (``StepView.candidates``).
+        chosen_id: compact id of the token appended at this step.
+        forced: the chosen token was forced by the user (marked on its bar).
+
+    Raises:
+        ValueError: if ``candidates`` is empty or malformed, or a probability is outside [0, 1].
+    """
+    if not candidates:
+        raise ValueError("candidates is empty: pass StepView.candidates, a list of (piece text, id, probability)")
+    rows = []
+    for c in candidates:
+        if len(c) != 3 or not isinstance(c[0], str):
+            raise ValueError(f"each candidate must be (piece text, compact id, probability), got {c!r}")
+        text, cid, p = c[0], int(c[1]), float(c[2])
+        if not (0.0 <= p <= 1.0 + 1e-6) or not np.isfinite(p):
+            raise ValueError(f"candidate {text!r} has probability {p}; probabilities lie in [0, 1]")
+        rows.append((text, cid, p))
+    shown = display([r[0] for r in rows])
+    ids = [r[1] for r in rows]
+    probs = np.array([r[2] for r in rows], dtype=np.float32)
+    n = len(rows)
+    chosen_here = chosen_id in ids
+    colors = [HIGHLIGHT if i == chosen_id else MUTED for i in ids]
+    ticktext = [esc(short(s, 18)) + (" ✓" if i == chosen_id else "") for s, i in zip(shown, ids, strict=True)]
+    labels = [f"{p:.1%}" + (" (forced)" if forced and i == chosen_id else "") for p, i in zip(probs, ids, strict=True)]
+    hover = [
+        f"<b>{esc(s)}</b> (id {i})<br>rank {r + 1}<br>probability {p:.3f}" + ("<br><i>chosen</i>" if i == chosen_id else "")
+        for r, (s, i, p) in enumerate(zip(shown, ids, probs, strict=True))
+    ]
+    fig = go.Figure(
+        go.Bar(
+            x=probs,
+            y=np.arange(n),
+            orientation="h",
+            marker=dict(color=colors),
+            text=labels,
+            textposition="outside",
+            cliponaxis=False,
+            hovertext=hover,
+            hoverinfo="text",
+            customdata=np.array(ids, dtype=np.int64),
+            name="candidates",
+        )
+    )
+    annotations = []
+    if not chosen_here:
+        annotations.append(
+            dict(
+                x=1,
+                y=-0.12,
+                xref="paper",
+                yref="paper",
+                showarrow=False,
+                xanchor="right",
+                text=f"chosen token (id {chosen_id}) is not in the top {n}" + (" (forced)" if forced else ""),
+                font=dict(size=11, color=HIGHLIGHT),
+            )
+        )
+    fig.update_layout(
+        **base_layout(title or "Next-token candidates" + (" · forced choice" if forced else "")),
+        height=max(180, 34 * n + 110),
+        showlegend=False,
+        annotations=annotations,
+        bargap=0.25,
+    )
+    fig.update_xaxes(
+        title=dict(text="probability"), range=[0, 1.12], tickformat=".0%", tickvals=[0, 0.25, 0.5, 0.75, 1.0], showgrid=True
+    )
+    fig.update_yaxes(tickmode="array", tickvals=list(range(n)), ticktext=ticktext, autorange="reversed", automargin=True)
+    return fig
+
+
+def step_attention(
+    row,
+    k_tokens: Sequence[str],
+    *,
+    title: str | None,
+    query: str | None = None,
+    layer: int | None = None,
+    show_mean: bool = True,
+    key_title: str = "key",
+) -> go.Figure:
+    """The new query's attention over the keys at one decoding step.
+
+    ``row (K,)`` (one head or an average) is drawn as bars on a 0–1 axis; ``row (H, K)`` as a
+    heatmap with one row per head (plus the head average below when ``show_mean``), on the same
+    0–1 colour scale as every attention map. Hover: head, key token and position, weight.
+
+    Args:
+        row: ``StepView.cross_attn[layer]`` (keys = source tokens) or ``StepView.self_attn[layer]``
+            (keys = the prefix ``[<bos>, y_1 .. y_t]``), or one head of it.
+        k_tokens: the K key tokens. query: the query token (display only). layer: 0-based, for hover.
+        key_title: x-axis title, e.g. "source token" or "target prefix".
+
+    Raises:
+        ValueError: if ``row`` is not 1-D or 2-D, or ``k_tokens`` does not match its last axis.
+    """
+    r = as_array(row, "row", (1, 2))
+    K = r.shape[-1]
+    if K == 0:
+        raise ValueError("row has no keys (its last axis is empty)")
+    k = display(check_tokens(k_tokens, "k_tokens", K, "row's last axis (keys)"))
+    k_hover = [f"{esc(t)} (pos {j})" for j, t in enumerate(k)]
+    k_tick = [esc(short(t)) for t in k]
+    where = f"layer {layer + 1}" if layer is not None else ""
+    q = f"query: {esc(display([query])[0])}<br>" if query is not None else ""
+    cell = float(np.clip(760 / K, 14, 48))
+    if r.ndim == 1:
+        fig = go.Figure(
+            go.Bar(
+                x=np.arange(K),
+                y=r,
+                marker=dict(color=r, colorscale=ATTENTION_COLORSCALE, cmin=0, cmax=1, line=dict(color="#6b8fb3", width=0.5)),
+                customdata=np.arange(K),
+                hovertext=[
+                    f"{('<b>' + where + '</b><br>') if where else ''}{q}key: {kh}<br>weight {w:.3f}"
+                    for kh, w in zip(k_hover, r, strict=True)
+                ],
+                hoverinfo="text",
+                name="attention",
+            )
+        )
+        fig.update_yaxes(title=dict(text="attention weight"), range=[0, 1.02])
+        fig.update_layout(height=300)
+    else:
+        H = r.shape[0]
+        z = r
+        names = [f"head {h + 1}" for h in range(H)]
+        if show_mean and H > 1:
+            mean = head_average(r[:, None, :])  # (H, 1, K) -> (1, K); ablated (all-zero) heads left out
+            z = np.concatenate([r, np.full((1, K), np.nan, np.float32), mean], axis=0)  # (H + 2, K)
+            names += ["\u2002", "mean of heads"]
+        fig = go.Figure(
+            go.Heatmap(
+                z=z.astype(np.float32),
+                x=k_hover,
+                y=names,
+                colorscale=ATTENTION_COLORSCALE,
+                zmin=0,
+                zmax=1,
+                hoverongaps=False,
+                xgap=1,
+                ygap=1,
+                colorbar=dict(title=dict(text="weight"), thickness=12),
+                hovertemplate=(f"<b>{where}, " if where else "<b>")
+                + "%{y}</b><br>"
+                + q
+                + "key: %{x}<br>weight %{z:.3f}<extra></extra>",
+                name="attention",
+            )
+        )
+        fig.update_yaxes(
+            type="category",
+            autorange="reversed",
+            tickmode="array",
+            tickvals=list(range(len(names))),
+            ticktext=names,
+            showgrid=False,
+        )
+        fig.update_layout(height=int(len(names) * 30 + 190))
+    fig.update_xaxes(
+        title=dict(text=key_title),
+        type="category" if r.ndim == 2 else "linear",
+        tickmode="array",
+        tickvals=list(range(K)),
+        ticktext=k_tick,
+        tickangle=-45 if cell < 48 else 0,
+        automargin=True,
+        showgrid=False,
+    )
+    fig.update_layout(**base_layout(title), showlegend=False)
+    return fig
+
+
+# -- beam search -----------------------------------------------------------------------------------
+_NODE_KEYS = ("id", "parent", "token", "step", "logprob", "finished")
+
+
+def _tree_layout(children: dict[int, list[int]], root: int) -> dict[int, float]:
+    """y of every node: leaves get consecutive rows in depth-first order, a parent sits at the mean
+    of its children (an iterative tidy-tree layout; no recursion limit on long beams)."""
+    y: dict[int, float] = {}
+    nxt = 0.0
+    stack: list[tuple[int, bool]] = [(root, False)]
+    while stack:
+        nid, done = stack.pop()
+        kids = children.get(nid, [])
+        if not kids:
+            y[nid] = nxt
+            nxt += 1
+        elif done:
+            y[nid] = float(np.mean([y[c] for c in kids]))
+        else:
+            stack.append((nid, True))
+            stack.extend((c, False) for c in reversed(kids))
+    return y
+
+
+def beam_tree(nodes: Sequence[dict], best_path: Sequence[int], *, title: str | None = None) -> go.Figure:
+    """The beam-search tree: x = output step, one line per expansion, best hypothesis highlighted.
+
+    Args:
+        nodes: dicts ``{id, parent, token, step, logprob, finished, score, text}`` as in
+            ``Analysis.beam["nodes"]`` (root: parent -1, step -1); ``text`` is the piece's text.
+        best_path: node ids from the root to the best hypothesis's end.
+
+    Hover shows the hypothesis so far, its cumulative log-probability (natural log) and, for
+    finished hypotheses, the length-normalised score (Wu et al. 2016, eq. 14).
+
+    Raises:
+        ValueError: if ``nodes`` is empty, a node lacks a key, a parent is unknown, or
+            ``best_path`` names an unknown node.
+    """
+    if not nodes:
+        raise ValueError("nodes is empty: pass Analysis.beam['nodes'] (beam search settings only)")
+    by_id: dict[int, dict] = {}
+    for n in nodes:
+        missing = [k for k in _NODE_KEYS if k not in n]
+        if missing:
+            raise ValueError(f"beam node {n!r} lacks {missing}; expected keys {list(_NODE_KEYS) + ['score', 'text']}")
+        by_id[int(n["id"])] = n
+    children: dict[int, list[int]] = {}
+    roots = []
+    for nid, n in by_id.items():
+        p = int(n["parent"])
+        if p == -1:
+            roots.append(nid)
+        elif p not in by_id:
+            raise ValueError(f"beam node {nid} has parent {p}, which is not in nodes")
+        else:
+            children.setdefault(p, []).append(nid)
+    if len(roots) != 1:
+        raise ValueError(f"a beam tree has exactly one root (parent -1), got {len(roots)}")
+    bad = [i for i in best_path if int(i) not in by_id]
+    if bad:
+        raise ValueError(f"best_path names nodes {bad} that are not in nodes")
+    root = roots[0]
+    y = _tree_layout(children, root)
+    x = {nid: int(n["step"]) + 1 for nid, n in by_id.items()}  # root (step -1) at 0
+
+    def text_of(nid: int) -> str:
+        t = by_id[nid].get("text")
+        return str(t) if t is not None else str(by_id[nid]["token"])
+
+    prefix: dict[int, str] = {root: ""}
+    order = [root]
+    for nid in order:  # breadth-first: parents before children
+        for c in children.get(nid, []):
+            t = text_of(c)
+            prefix[c] = prefix[nid] + ("" if t in ("<eos>", "<pad>") else t)
+            order.append(c)
+
+    best = [int(i) for i in best_path]
+    best_edges = set(zip(best[:-1], best[1:], strict=False))
+    ex, ey, bx, by = [], [], [], []
+    for nid in order[1:]:
+        p = int(by_id[nid]["parent"])
+        xs, ys = (bx, by) if (p, nid) in best_edges else (ex, ey)
+        xs += [x[p], x[nid], None]
+        ys += [y[p], y[nid], None]
+    traces = [
+        go.Scatter(x=ex, y=ey, mode="lines", line=dict(color="#c9c9c9", width=1), hoverinfo="skip", name="expansions"),
+        go.Scatter(x=bx, y=by, mode="lines", line=dict(color=HIGHLIGHT, width=3), hoverinfo="skip", name="best hypothesis"),
+    ]
+    best_set = set(best)
+    for finished in (False, True):
+        ids = [nid for nid in order if bool(by_id[nid]["finished"]) == finished]
+        if not ids:
+            continue
+        hover = []
+        for nid in ids:
+            n = by_id[nid]
+            s = f"<b>{esc(display([text_of(nid)])[0])}</b> (step {int(n['step']) + 1})<br>hypothesis: {esc(prefix[nid].strip()) or '∅'}"
+            s += f"<br>log p = {float(n['logprob']):.3f}"
+            if n.get("score") is not None:
+                s += f"<br>score (length-normalised) = {float(n['score']):.3f}"
+            if nid in best_set:
+                s += "<br><i>on the best path</i>"
+            hover.append(s)
+        traces.append(
+            go.Scatter(
+                x=[x[i] for i in ids],
+                y=[y[i] for i in ids],
+                mode="markers+text",
+                text=[esc(short(display([text_of(i)])[0], 12)) for i in ids],
+                textposition="middle right",
+                textfont=dict(size=10, color=["#111" if i in best_set else "#777" for i in ids]),
+                marker=dict(
+                    symbol="square" if finished else "circle",
+                    size=[11 if i in best_set else 8 for i in ids],
+                    color=[HIGHLIGHT if i in best_set else ("#555" if finished else "#9ecae1") for i in ids],
+                    line=dict(color="white", width=1),
+                ),
+                customdata=np.array(ids, dtype=np.int64),
+                hovertext=hover,
+                hoverinfo="text",
+                name="finished hypotheses" if finished else "live hypotheses",
+                showlegend=False,
+            )
+        )
+    for label, symbol, color in (
+        ("live hypothesis", "circle", "#9ecae1"),
+        ("finished (ended with &lt;eos&gt;)", "square", "#555"),
+    ):
+        traces.append(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(symbol=symbol, size=9, color=color), name=label))
+    n_leaves = max(1, int(max(y.values())) + 1)
+    fig = go.Figure(traces)
+    fig.update_layout(
+        **base_layout(
+            title
+            or "Beam search tree<br><sup>each column is one output step; orange: the best hypothesis; squares: finished</sup>"
+        ),
+        height=int(np.clip(22 * n_leaves + 140, 260, 900)),
+        legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"),
+        hovermode="closest",
+    )
+    fig.update_layout(margin=dict(t=100, l=10, r=10, b=10))
+    max_x = max(x.values())
+    fig.update_xaxes(
+        title=dict(text="output step"), dtick=1, range=[-0.3, max_x + 0.9], showgrid=True, gridcolor="#f0f0f0", zeroline=False
+    )
+    fig.update_yaxes(visible=False, autorange="reversed")
+    return fig
