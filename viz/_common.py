@@ -80,6 +80,66 @@ def base_layout(title: str | None, **kw) -> dict:
     return layout
 
 
+def weight_colors(label: str = "weight", zmax: float = 1) -> dict:
+    """``go.Heatmap`` colour settings for attention-like weights: the white-to-blue scale on ``[0, zmax]``
+    (keep ``zmax=1`` so a colour means the same weight in every figure) and a colour bar titled ``label``."""
+    return dict(colorscale=ATTENTION_COLORSCALE, zmin=0, zmax=zmax, colorbar=dict(title=dict(text=label), thickness=12))
+
+
+def diverging_colors(label: str, r: float) -> dict:
+    """``go.Heatmap`` colour settings for signed values: the blue-white-red scale on ``[-r, r]``, white at 0,
+    and a colour bar titled ``label``."""
+    return dict(colorscale=DIVERGING_COLORSCALE, zmin=-r, zmax=r, zmid=0, colorbar=dict(title=dict(text=label), thickness=12))
+
+
+def tick_style(cell_px: float, *, rotate: bool) -> dict:
+    """Tick font size for token ticks on cells ``cell_px`` big; x ticks are turned to stay apart."""
+    size = int(np.clip(cell_px * 0.8, 8, 12))
+    return dict(tickfont=dict(size=size), tickangle=(-90 if cell_px < 40 else -45) if rotate else 0)
+
+
+def heatmap_axes(
+    x_title: str, y_title: str, x_ticks: dict, y_ticks: dict, *, shape: tuple[int, int] | None = None, **both
+) -> tuple[dict, dict]:
+    """Settings of a heatmap's x and y axes (for ``fig.update_xaxes(**x)``, ``fig.update_yaxes(**y)``):
+    square cells (y scaled to x), row 0 on top, no grid, margins that grow to fit the tick labels.
+
+    Args:
+        x_title, y_title: axis titles.
+        x_ticks, y_ticks: ``tickvals`` and ``ticktext`` (and optionally ``tick_style(...)``); drawn
+            with ``tickmode="array"``.
+        shape: ``(n_rows, n_cols)`` for integer x / y coordinates (the axes span exactly the cells);
+            None for category axes (string coordinates, e.g. unique token labels).
+        both: further settings for both axes (e.g. ``zeroline=False``).
+    """
+    x = dict(title=dict(text=x_title), tickmode="array", showgrid=False, automargin=True, constrain="domain", **both)
+    y = dict(x, title=dict(text=y_title), scaleanchor="x", scaleratio=1)
+    x.update(constraintoward="left", **x_ticks)
+    y.update(constraintoward="top", **y_ticks)
+    if shape is None:
+        x.update(type="category")
+        y.update(type="category", autorange="reversed")
+    else:
+        x.update(range=[-0.5, shape[1] - 0.5])
+        y.update(range=[shape[0] - 0.5, -0.5])
+    return x, y
+
+
+def tile_label(x0: int, y0: int, text: str) -> dict:
+    """Annotation ``text`` just above the top-left corner of the mosaic tile whose first cell is (``y0``, ``x0``)."""
+    return dict(
+        x=x0 - 0.5,
+        y=y0 - 0.5,
+        xref="x",
+        yref="y",
+        text=text,
+        showarrow=False,
+        xanchor="left",
+        yanchor="bottom",
+        font=dict(size=11, color="#444"),
+    )
+
+
 # -- input checks ------------------------------------------------------------------------------------
 def as_array(x, name: str, ndim: int | Sequence[int] | None = None) -> np.ndarray:
     """``x`` as a float32 numpy array (torch tensors are detached and moved to the CPU).
@@ -146,6 +206,15 @@ def esc(s: str) -> str:
 def short(s: str, n: int = 14) -> str:
     """Cut a display token to ``n`` characters for tick labels (hover shows it whole)."""
     return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def token_labels(shown: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Hover and tick text of display tokens (``viz.tokens.display``), escaped for plotly.
+
+    Hover text carries the position, so it is unique even for repeated tokens: ``"▁dog (pos 5)"``;
+    tick text is the token cut by ``short``: ``"▁dog"``.
+    """
+    return [f"{esc(t)} (pos {i})" for i, t in enumerate(shown)], [esc(short(t)) for t in shown]
 
 
 # -- masks ---------------------------------------------------------------------------------------

@@ -23,7 +23,6 @@ import plotly.graph_objects as go
 
 from viz._common import (
     ATTENTION_COLORSCALE,
-    DIVERGING_COLORSCALE,
     MASK_COLORS,
     MASK_REASONS,
     ablated_heads,
@@ -33,14 +32,20 @@ from viz._common import (
     check_kind,
     check_square,
     check_tokens,
+    diverging_colors,
     esc,
     gap_for,
+    heatmap_axes,
     mask_reasons,
     mosaic_axis,
     resolve_masks,
     short,
+    tick_style,
     tile,
+    tile_label,
     tile_origin,
+    token_labels,
+    weight_colors,
 )
 from viz.tokens import display
 
@@ -128,10 +133,11 @@ def _labels(kind: str | None, q_tokens, k_tokens, predicted, n_q: int, n_k: int)
         if kind == "enc_self":
             raise ValueError("predicted is for decoder rows (kind 'dec_self' or 'cross'); encoder rows predict nothing")
         p = display(check_tokens(predicted, "predicted", n_q, "the map's query axis (rows)"))
-    q_hover = [f"{esc(t)} (pos {i})" + (f" \u2192 predicts {esc(p[i])}" if p else "") for i, t in enumerate(q)]
-    q_tick = [esc(short(t)) + (f" \u2192 {esc(short(p[i]))}" if p else "") for i, t in enumerate(q)]
-    k_hover = [f"{esc(t)} (pos {j})" for j, t in enumerate(k)]
-    k_tick = [esc(short(t)) for t in k]
+    q_hover, q_tick = token_labels(q)
+    if p:
+        q_hover = [f"{h} \u2192 predicts {esc(n)}" for h, n in zip(q_hover, p, strict=True)]
+        q_tick = [f"{t} \u2192 {esc(short(n))}" for t, n in zip(q_tick, p, strict=True)]
+    k_hover, k_tick = token_labels(k)
     src = "source token"
     tgt = "target token" + (" → predicts" if p else "")
     if kind == "enc_self":
@@ -166,10 +172,11 @@ def _mask_trace(sel: np.ndarray, reason: str, x, y, hovertemplate: str | None, c
     )
 
 
-def _tick_style(cell_px: float, *, rotate: bool) -> dict:
-    """Tick font size for token ticks on cells ``cell_px`` big; x ticks are turned to stay apart."""
-    size = int(np.clip(cell_px * 0.8, 8, 12))
-    return dict(tickfont=dict(size=size), tickangle=(-90 if cell_px < 40 else -45) if rotate else 0)
+def _cell_ticks(lab: _Labels, cell: float) -> tuple[dict, dict]:
+    """x and y tick settings of one map (not a mosaic) with cells ``cell`` px big: a token per column / row."""
+    x_ticks = dict(tickvals=list(range(len(lab.k_tick))), ticktext=lab.k_tick, **tick_style(cell, rotate=True))
+    y_ticks = dict(tickvals=list(range(len(lab.q_tick))), ticktext=lab.q_tick, **tick_style(cell, rotate=False))
+    return x_ticks, y_ticks
 
 
 # -- the mosaic -----------------------------------------------------------------------------------
@@ -281,8 +288,8 @@ def attention_mosaic(
     cols_at = [tile_origin(0, h, Q, K, gap)[1] + j for h in range(H) for j in range(K)]
     names = [esc(n) for n in head_names] if head_names is not None else [f"head {h + 1}" for h in range(H)]
     if ticks:
-        yaxis_ticks = dict(tickvals=rows_at, ticktext=lab.q_tick * L, **_tick_style(cell, rotate=False))
-        xaxis_ticks = dict(tickvals=cols_at, ticktext=lab.k_tick * H, **_tick_style(cell, rotate=True))
+        yaxis_ticks = dict(tickvals=rows_at, ticktext=lab.q_tick * L, **tick_style(cell, rotate=False))
+        xaxis_ticks = dict(tickvals=cols_at, ticktext=lab.k_tick * H, **tick_style(cell, rotate=True))
     else:
         yaxis_ticks = dict(
             tickvals=[tile_origin(l, 0, Q, K, gap)[0] + (Q - 1) / 2 for l in range(L)],
@@ -295,20 +302,7 @@ def attention_mosaic(
         for h in range(H):
             y0, x0 = tile_origin(l, h, Q, K, gap)
             name = f"H{h + 1}" if head_names is None else names[h]
-            text = f"<b>L{l + 1} {name}</b>" + (" · ablated" if (l, h) in abl else "")
-            annotations.append(
-                dict(
-                    x=x0 - 0.5,
-                    y=y0 - 0.5,
-                    xref="x",
-                    yref="y",
-                    text=text,
-                    showarrow=False,
-                    xanchor="left",
-                    yanchor="bottom",
-                    font=dict(size=11, color="#444"),
-                )
-            )
+            annotations.append(tile_label(x0, y0, f"<b>L{l + 1} {name}</b>" + (" · ablated" if (l, h) in abl else "")))
             shapes.append(
                 dict(
                     type="rect",
@@ -335,31 +329,9 @@ def attention_mosaic(
         hovermode="closest",
     )
     fig.update_layout(margin=dict(t=top, l=10, r=10, b=10))
-    fig.update_xaxes(
-        title=dict(text=lab.x_title),
-        type="category",
-        tickmode="array",
-        showgrid=False,
-        zeroline=False,
-        automargin=True,
-        constrain="domain",
-        constraintoward="left",
-        **xaxis_ticks,
-    )
-    fig.update_yaxes(
-        title=dict(text=lab.y_title),
-        type="category",
-        tickmode="array",
-        autorange="reversed",
-        showgrid=False,
-        zeroline=False,
-        automargin=True,
-        scaleanchor="x",
-        scaleratio=1,
-        constrain="domain",
-        constraintoward="top",
-        **yaxis_ticks,
-    )
+    xaxis, yaxis = heatmap_axes(lab.x_title, lab.y_title, xaxis_ticks, yaxis_ticks, zeroline=False)
+    fig.update_xaxes(**xaxis)
+    fig.update_yaxes(**yaxis)
     return fig
 
 
@@ -441,12 +413,9 @@ def attention_heatmap(
         z=z,
         x=np.arange(K),
         y=np.arange(Q),
-        colorscale=ATTENTION_COLORSCALE,
-        zmin=0,
-        zmax=zmax,
+        **weight_colors(zmax=zmax),
         hoverinfo="skip",
         hoverongaps=False,
-        colorbar=dict(title=dict(text="weight"), thickness=12),
         name="attention",
     )
     if show_values:
@@ -492,34 +461,9 @@ def attention_heatmap(
         clickmode="event+select",
     )
     fig.update_layout(margin=dict(t=top, l=10, r=10, b=10))
-    fig.update_xaxes(
-        title=dict(text=lab.x_title),
-        tickmode="array",
-        tickvals=list(range(K)),
-        ticktext=lab.k_tick,
-        range=[-0.5, K - 0.5],
-        showgrid=False,
-        zeroline=False,
-        automargin=True,
-        constrain="domain",
-        constraintoward="left",
-        **_tick_style(cell, rotate=True),
-    )
-    fig.update_yaxes(
-        title=dict(text=lab.y_title),
-        tickmode="array",
-        tickvals=list(range(Q)),
-        ticktext=lab.q_tick,
-        range=[Q - 0.5, -0.5],
-        showgrid=False,
-        zeroline=False,
-        automargin=True,
-        scaleanchor="x",
-        scaleratio=1,
-        constrain="domain",
-        constraintoward="top",
-        **_tick_style(cell, rotate=False),
-    )
+    xaxis, yaxis = heatmap_axes(lab.x_title, lab.y_title, *_cell_ticks(lab, cell), shape=(Q, K), zeroline=False)
+    fig.update_xaxes(**xaxis)
+    fig.update_yaxes(**yaxis)
     return fig
 
 
@@ -568,11 +512,7 @@ def difference_heatmap(
             x=lab.k_hover,
             y=lab.q_hover,
             customdata=np.stack([b, a], axis=-1),  # (Q, K, 2): before, after
-            colorscale=DIVERGING_COLORSCALE,
-            zmin=-r,
-            zmax=r,
-            zmid=0,
-            colorbar=dict(title=dict(text="after − before"), thickness=12),
+            **diverging_colors("after − before", r),
             hovertemplate="query: %{y}<br>key: %{x}<br>before %{customdata[0]:.3f} → after %{customdata[1]:.3f}"
             "<br><b>change %{z:+.3f}</b><extra></extra>",
             name="difference",
@@ -588,31 +528,7 @@ def difference_heatmap(
         meta={"Q": Q, "K": K, "range": r},
     )
     fig.update_layout(margin=dict(t=80, l=10, r=10, b=10))
-    fig.update_xaxes(
-        title=dict(text=lab.x_title),
-        type="category",
-        tickmode="array",
-        tickvals=list(range(K)),
-        ticktext=lab.k_tick,
-        showgrid=False,
-        automargin=True,
-        constrain="domain",
-        constraintoward="left",
-        **_tick_style(cell, rotate=True),
-    )
-    fig.update_yaxes(
-        title=dict(text=lab.y_title),
-        type="category",
-        tickmode="array",
-        tickvals=list(range(Q)),
-        ticktext=lab.q_tick,
-        autorange="reversed",
-        showgrid=False,
-        automargin=True,
-        scaleanchor="x",
-        scaleratio=1,
-        constrain="domain",
-        constraintoward="top",
-        **_tick_style(cell, rotate=False),
-    )
+    xaxis, yaxis = heatmap_axes(lab.x_title, lab.y_title, *_cell_ticks(lab, cell))
+    fig.update_xaxes(**xaxis)
+    fig.update_yaxes(**yaxis)
     return fig

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz._common import DIVERGING_COLORSCALE, HIGHLIGHT, as_array, base_layout, check_tokens, esc, short
+from viz._common import HIGHLIGHT, as_array, base_layout, check_tokens, diverging_colors, esc, short
 from viz.tokens import display
 
 
@@ -68,11 +68,7 @@ def pe_matrix(pe, *, title: str | None = None, sinusoidal: bool = True, height: 
             z=p,
             x=names,
             y=np.arange(N),
-            colorscale=DIVERGING_COLORSCALE,
-            zmin=-r,
-            zmax=r,
-            zmid=0,
-            colorbar=dict(title=dict(text="PE value"), thickness=12),
+            **diverging_colors("PE value", r),
             hovertemplate="position %{y}<br>%{x}<br>value %{z:.3f}<extra></extra>",
             name="PE",
         )
@@ -175,11 +171,7 @@ def pe_similarity(pe, *, cosine: bool = True, title: str | None = None) -> go.Fi
             z=sim.astype(np.float32),
             x=np.arange(N),
             y=np.arange(N),
-            colorscale=DIVERGING_COLORSCALE,
-            zmin=-r,
-            zmax=r,
-            zmid=0,
-            colorbar=dict(title=dict(text=what), thickness=12),
+            **diverging_colors(what, r),
             hovertemplate=f"position %{{y}} vs position %{{x}}<br>{what} %{{z:.3f}}<extra></extra>",
             name="similarity",
         )

@@ -26,6 +26,26 @@ def _check(shapes) -> list[tuple[str, tuple[int, ...], str]]:
     return out
 
 
+def _arrow(tail: tuple[float, float], head: tuple[float, float], *, color: str, width: float, **extra) -> dict:
+    """An arrow annotation from ``tail`` to ``head`` (both ``(x, y)`` in data coordinates), without text."""
+    return dict(
+        x=head[0],
+        y=head[1],
+        ax=tail[0],
+        ay=tail[1],
+        xref="x",
+        yref="y",
+        axref="x",
+        ayref="y",
+        showarrow=True,
+        arrowhead=2,
+        arrowwidth=width,
+        arrowcolor=color,
+        text="",
+        **extra,
+    )
+
+
 def shape_text(shape: Sequence[int]) -> str:
     """``(1, 7, 256)`` -> ``"[1, 7, 256]"``."""
     return "[" + ", ".join(str(int(d)) for d in shape) + "]"
@@ -99,45 +119,12 @@ def shapes_figure(
     for idx in cols:
         for a, b in zip(idx[:-1], idx[1:], strict=True):
             (xa, ya), (xb, yb) = centres[a], centres[b]
-            annotations.append(
-                dict(
-                    x=xb,
-                    y=yb - box_h / 2,
-                    ax=xa,
-                    ay=ya + box_h / 2,
-                    xref="x",
-                    yref="y",
-                    axref="x",
-                    ayref="y",
-                    showarrow=True,
-                    arrowhead=2,
-                    arrowsize=1,
-                    arrowwidth=1.2,
-                    arrowcolor="#888",
-                    text="",
-                )
-            )
+            annotations.append(_arrow((xa, ya + box_h / 2), (xb, yb - box_h / 2), color="#888", width=1.2, arrowsize=1))
     if len(cols) == 2:
         mem = cols[0][-1]
         target = next((i for i in cols[1] if rows[i][0].startswith("cross")), cols[1][0])
         (xa, ya), (xb, yb) = centres[mem], centres[target]
-        annotations.append(
-            dict(
-                x=xb - box_w / 2,
-                y=yb,
-                ax=xa + box_w / 2,
-                ay=ya,
-                xref="x",
-                yref="y",
-                axref="x",
-                ayref="y",
-                showarrow=True,
-                arrowhead=2,
-                arrowwidth=1.5,
-                arrowcolor=HIGHLIGHT,
-                text="",
-            )
-        )
+        annotations.append(_arrow((xa + box_w / 2, ya), (xb - box_w / 2, yb), color=HIGHLIGHT, width=1.5))
     n_rows = max(len(c) for c in cols)
     # invisible markers at box centres carry the hover (a stage's meaning)
     fig = go.Figure(

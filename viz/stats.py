@@ -8,7 +8,19 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz._common import ATTENTION_COLORSCALE, as_array, base_layout, check_tokens, esc, mosaic_axis, short, tile, tile_origin
+from viz._common import (
+    as_array,
+    base_layout,
+    check_tokens,
+    heatmap_axes,
+    mosaic_axis,
+    tick_style,
+    tile,
+    tile_label,
+    tile_origin,
+    token_labels,
+    weight_colors,
+)
 from viz.tokens import display
 
 STAT_COLUMNS = ("kind", "layer", "head", "entropy", "mean_distance", "diagonal", "previous", "first", "last", "max", "rows")
@@ -154,9 +166,7 @@ def rollout_figure(roll, tokens: Sequence[str], *, title: str | None = None, hei
     L, S, S2 = r.shape
     if S != S2 or 0 in r.shape:
         raise ValueError(f"roll must be (layers, S, S) as returned by rollout, got {r.shape}")
-    shown = display(check_tokens(tokens, "tokens", S, "roll's last axes"))
-    hover = [f"{esc(t)} (pos {i})" for i, t in enumerate(shown)]
-    tick = [esc(short(t)) for t in shown]
+    hover, tick = token_labels(display(check_tokens(tokens, "tokens", S, "roll's last axes")))
     gap = max(1, round(S / 8))
     z = tile(r[None], gap)  # (S, L*S + (L-1)*gap)
     cd = np.zeros(z.shape, dtype=np.uint8 if L < 256 else np.uint16)
@@ -170,31 +180,15 @@ def rollout_figure(roll, tokens: Sequence[str], *, title: str | None = None, hei
             x=x,
             y=hover,
             customdata=cd,
-            colorscale=ATTENTION_COLORSCALE,
-            zmin=0,
-            zmax=1,
+            **weight_colors("share"),
             hoverongaps=False,
-            colorbar=dict(title=dict(text="share"), thickness=12),
             hovertemplate="<b>rollout through layer %{customdata}</b><br>state at: %{y}<br>draws on input token: %{x}"
             "<br>share %{z:.3f}<extra></extra>",
             name="rollout",
         )
     )
     cols_at = [tile_origin(0, l, S, S, gap)[1] + j for l in range(L) for j in range(S)]
-    annotations = [
-        dict(
-            x=tile_origin(0, l, S, S, gap)[1] - 0.5,
-            y=-0.5,
-            xref="x",
-            yref="y",
-            text=f"<b>after layer {l + 1}</b>",
-            showarrow=False,
-            xanchor="left",
-            yanchor="bottom",
-            font=dict(size=11, color="#444"),
-        )
-        for l in range(L)
-    ]
+    annotations = [tile_label(tile_origin(0, l, S, S, gap)[1], 0, f"<b>after layer {l + 1}</b>") for l in range(L)]
     cell = float(np.clip(900 / (L * S + (L - 1) * gap), 6, 36))
     fig.update_layout(
         **base_layout(
@@ -207,31 +201,12 @@ def rollout_figure(roll, tokens: Sequence[str], *, title: str | None = None, hei
         meta={"L": L, "S": S, "gap": gap},
     )
     fig.update_layout(margin=dict(t=90, l=10, r=10, b=10))
-    fig.update_xaxes(
-        title=dict(text="input token"),
-        type="category",
-        tickmode="array",
-        tickvals=cols_at,
-        ticktext=tick * L,
-        tickangle=-90,
-        tickfont=dict(size=int(np.clip(cell * 0.8, 8, 12))),
-        showgrid=False,
-        automargin=True,
-        constrain="domain",
-        constraintoward="left",
+    xaxis, yaxis = heatmap_axes(
+        "input token",
+        "position (state after the layer)",
+        dict(tickvals=cols_at, ticktext=tick * L, **tick_style(cell, rotate=True)),  # cell < 40 px: ticks turned -90°
+        dict(tickvals=list(range(S)), ticktext=tick),
     )
-    fig.update_yaxes(
-        title=dict(text="position (state after the layer)"),
-        type="category",
-        tickmode="array",
-        tickvals=list(range(S)),
-        ticktext=tick,
-        autorange="reversed",
-        showgrid=False,
-        automargin=True,
-        scaleanchor="x",
-        scaleratio=1,
-        constrain="domain",
-        constraintoward="top",
-    )
+    fig.update_xaxes(**xaxis)
+    fig.update_yaxes(**yaxis)
     return fig

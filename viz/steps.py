@@ -7,7 +7,18 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz._common import ATTENTION_COLORSCALE, HIGHLIGHT, MUTED, as_array, base_layout, check_tokens, esc, short
+from viz._common import (
+    ATTENTION_COLORSCALE,
+    HIGHLIGHT,
+    MUTED,
+    as_array,
+    base_layout,
+    check_tokens,
+    esc,
+    short,
+    token_labels,
+    weight_colors,
+)
 from viz.attention import head_average
 from viz.tokens import display
 
@@ -126,9 +137,7 @@ def step_attention(
     K = r.shape[-1]
     if K == 0:
         raise ValueError("row has no keys (its last axis is empty)")
-    k = display(check_tokens(k_tokens, "k_tokens", K, "row's last axis (keys)"))
-    k_hover = [f"{esc(t)} (pos {j})" for j, t in enumerate(k)]
-    k_tick = [esc(short(t)) for t in k]
+    k_hover, k_tick = token_labels(display(check_tokens(k_tokens, "k_tokens", K, "row's last axis (keys)")))
     where = f"layer {layer + 1}" if layer is not None else ""
     q = f"query: {esc(display([query])[0])}<br>" if query is not None else ""
     cell = float(np.clip(760 / K, 14, 48))
@@ -162,13 +171,10 @@ def step_attention(
                 z=z.astype(np.float32),
                 x=k_hover,
                 y=names,
-                colorscale=ATTENTION_COLORSCALE,
-                zmin=0,
-                zmax=1,
+                **weight_colors(),
                 hoverongaps=False,
                 xgap=1,
                 ygap=1,
-                colorbar=dict(title=dict(text="weight"), thickness=12),
                 hovertemplate=(f"<b>{where}, " if where else "<b>")
                 + "%{y}</b><br>"
                 + q
