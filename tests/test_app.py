@@ -1,0 +1,540 @@
+"""The Streamlit app run headless with ``streamlit.testing.v1.AppTest``.
+
+Each view, each slider/toggle/button changed, with no exception; and the figures the app hands to the
+browser (read back from the chart protos as JSON) hold the model's real numbers: heatmap rows sum to 1,
+masked cells are not drawn as weights, axis labels are the tokens, a tile of a mosaic is the head it
+claims to be. Runs on the small ``reverse`` checkpoint (fast); one test opens the default ``en-de``.
+Skips when the checkpoints are missing.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+MODELS = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", ROOT / "pretrained"))
+REVERSE = MODELS / "reverse"
+TIMEOUT = 120  # seconds per script run: the first one loads the model
+
+if not (REVERSE / "config.json").exists():
+    pytest.skip(
+        f"no reverse checkpoint at {REVERSE} (python -m model.train --task reverse --out pretrained/reverse)",
+        allow_module_level=True,
+    )
+
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from model.analysis import DecodeSettings, analyze, step_trace  # noqa: E402
+from model.checkpoint import load_checkpoint  # noqa: E402
+from viz.tokens import display  # noqa: E402
+
+SENTENCE = " a b c d e"
+
+
+@pytest.fixture(autouse=True)
+def _debug(monkeypatch):
+    monkeypatch.setenv("ATTENTION_EXPLORER_DEBUG", "1")  # the app re-raises instead of showing a polite error
+
+
+@pytest.fixture(scope="module")
+def rev():
+    return load_checkpoint(REVERSE, device="cpu")
+
+
+def run_app(**params) -> AppTest:
+    """Run app.py once with these URL query parameters (model defaults to reverse) and check it did not fail."""
+    import app
+
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    params.setdefault("model", "reverse")
+    labels = {"view": app.VIEWS, "kind": app.KIND_NAMES, "method": app.METHODS}  # the URL holds a radio's label
+    for k, v in params.items():
+        at.query_params[k] = labels[k][v] if k in labels else str(v)
+    at.run()
+    return ok(at)
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not [e.value for e in at.error], [e.value for e in at.error]
+    return at
+
+
+def decode(v) -> np.ndarray:
+    """A plotly JSON array: a list (None = NaN) or a typed array {"dtype", "bdata", "shape"}."""
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        return a.reshape([int(s) for s in str(v["shape"]).split(",")]) if "shape" in v else a
+    return np.array(v, dtype=float)
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def chart(at: AppTest, title_part: str) -> dict:
+    found = [c for c in charts(at) if title_part in c["layout"].get("title", {}).get("text", "")]
+    assert found, f"no chart titled …{title_part}…; titles: {[c['layout'].get('title', {}).get('text') for c in charts(at)]}"
+    return found[0]
+
+
+def weights(fig: dict) -> np.ndarray:
+    """The weight trace's z (data[0]) as float, NaN where not drawn as a weight."""
+    return decode(fig["data"][0]["z"]).astype(float)
+
+
+def grey(fig: dict) -> np.ndarray:
+    """Cells drawn grey by the mask traces (heatmaps after data[0] with a flat colour scale)."""
+    z = weights(fig)
+    out = np.zeros(z.shape, dtype=bool)
+    for tr in fig["data"][1:]:
+        if tr.get("type") == "heatmap":
+            out |= decode(tr["z"]).astype(float) == 1
+    return out
+
+
+def check_drawn_weights(fig: dict) -> np.ndarray:
+    """NaN only where a mask trace draws grey (or in mosaic gutters); weights within [0, 1]. Returns z."""
+    z = weights(fig)
+    assert fig["data"][0].get("hoverongaps") is False
+    drawn = z[~np.isnan(z)]
+    assert ((drawn >= -1e-6) & (drawn <= 1 + 1e-6)).all()
+    if "gap" not in fig["layout"]["meta"]:  # a single map: every NaN is a grey (masked) cell
+        assert (np.isnan(z) == grey(fig)).all()
+    return z
+
+
+def tile(fig: dict, l: int, h: int) -> np.ndarray:
+    m = fig["layout"]["meta"]
+    Q, K, gap = m["Q"], m["K"], m["gap"]
+    return weights(fig)[l * (Q + gap) : l * (Q + gap) + Q, h * (K + gap) : h * (K + gap) + K]
+
+
+def tick_matches(ticks: list[str], tokens: list[str]) -> bool:
+    """Tick labels are the display tokens (possibly cut with '…' and followed by ' → predicted')."""
+    if len(ticks) != len(tokens):
+        return False
+    for tick, tok in zip(ticks, display(tokens), strict=True):
+        t = html.unescape(tick).split(" \u2192 ")[0]
+        if not (t == tok or (t.endswith("…") and tok.startswith(t[:-1]))):
+            return False
+    return True
+
+
+# -- every view -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("view", ["translate", "attention", "steps", "pe", "masks", "stats", "shapes"])
+def test_every_view_runs_and_explains_itself(view):
+    at = run_app(sentence=SENTENCE, view=view)
+    assert at.radio(key="view").value == view
+    import app
+
+    assert app.TEACHES[view] in [c.value for c in at.caption], "no 'what this view teaches' caption"
+    assert at.get("plotly_chart") or at.get("dataframe")
+    assert at.get("download_button"), "no export on this view"
+
+
+def test_default_model_opens_on_en_de():
+    if not (MODELS / "en-de" / "config.json").exists():
+        pytest.skip("pretrained/en-de is not trained yet")
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    ok(at)
+    assert at.selectbox(key="model").value == "en-de"
+    body = " ".join(h.proto.body for h in at.get("html"))
+    assert 'class="translation"' in body
+
+
+def test_switching_model_starts_over_with_its_own_example():
+    if not (MODELS / "en-de" / "config.json").exists():
+        pytest.skip("pretrained/en-de is not trained yet")
+    import app
+
+    at = run_app(sentence=" x y z", view="steps", step=2)
+    at.selectbox(key="model").set_value("en-de").run()
+    ok(at)
+    assert at.text_input(key="sentence").value == app.EXAMPLES["translate"][0]
+    assert at.select_slider(key="step").value == 1
+
+
+def test_model_picker_lists_checkpoint_folders():
+    at = run_app(sentence=SENTENCE)
+    expected = sorted(p.name for p in MODELS.iterdir() if (p / "config.json").is_file())
+    assert sorted(at.selectbox(key="model").options) == expected
+
+
+# -- Translate -------------------------------------------------------------------------------------------------------
+
+
+def test_translate_shows_the_models_translation_and_token_tables(rev):
+    at = run_app(sentence=SENTENCE)
+    a = analyze(rev.model, rev.tokenizer, SENTENCE)
+    body = " ".join(h.proto.body for h in at.get("html"))
+    assert html.escape(a.translation) in body
+    src, out = at.dataframe[0].value, at.dataframe[1].value
+    assert list(src["piece"]) == display(a.source.tokens)
+    assert list(src["compact id"]) == a.source.ids
+    assert list(src["cl100k id"])[:-1] == [rev.tokenizer.cl100k_of[i] for i in a.source.ids[:-1]]
+    assert list(out["compact id"])[: len(a.out_ids)] == a.out_ids
+    assert ((out["probability"] >= 0) & (out["probability"] <= 1)).all()
+
+
+@pytest.mark.parametrize("text", ["<|endoftext|> 😀", "Grüße, 世界!\t\n", "<b>bold</b> <script>alert(1)</script>"])
+def test_odd_text_is_ordinary_text(text):
+    at = run_app(sentence=text)
+    assert at.text_input(key="sentence").value == text
+    assert at.dataframe[0].value["piece"].iloc[-1] == "<eos>"
+    body = " ".join(h.proto.body for h in at.get("html"))
+    assert "<script>" not in body and "<b>bold" not in body, "user text must never reach the page as HTML"
+
+
+def test_empty_input_gives_a_hint_not_an_exception():
+    at = run_app(sentence=SENTENCE)
+    at.text_input(key="sentence").set_value("   ").run()
+    ok(at)
+    assert any("Type a sentence" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
+
+
+def test_long_input_is_truncated_with_a_warning(rev):
+    long = " a" * (rev.model.cfg.max_len + 40)
+    at = run_app(sentence=long)
+    assert any("cut off" in w.value for w in at.warning)
+    assert len(at.dataframe[0].value) == rev.model.cfg.max_len  # max_len - 1 pieces + <eos>
+
+
+def test_example_picker_sets_the_sentence():
+    at = run_app(sentence=SENTENCE)
+    ex = at.selectbox(key="example").options[2]
+    at.selectbox(key="example").set_value(ex).run()
+    ok(at)
+    assert at.text_input(key="sentence").value == ex
+    assert at.query_params["sentence"] == ex
+
+
+@pytest.mark.parametrize(
+    ("method", "changes"),
+    [
+        ("greedy", {}),
+        ("beam", {"beam_size": 3, "alpha": 1.2}),
+        ("sample", {"sample_temperature": 0.5, "top_k": 5, "top_p": 0.9}),
+    ],
+)
+def test_decoding_settings(method, changes):
+    at = run_app(sentence=SENTENCE, method=method)
+    for key, value in changes.items():
+        at.slider(key=key).set_value(value).run()
+        ok(at)
+    if method == "sample":
+        at.number_input(key="seed").set_value(7).run()
+        ok(at)
+    if method == "beam":
+        fig = chart(at, "")  # the beam tree is the only chart of this view
+        assert fig["data"], "empty beam tree"
+        assert "Beam search" in [s.value for s in at.subheader]
+
+
+def test_json_export_is_the_whole_analysis(rev):
+    import app
+
+    a = analyze(rev.model, rev.tokenizer, SENTENCE, DecodeSettings("beam"))
+    data = json.loads(app.analysis_json(a))
+    assert data["translation"] == a.translation
+    L, H = rev.model.cfg.n_enc_layers, rev.model.cfg.n_heads
+    assert np.asarray(data["attention"]["enc_self"]).shape == (L, H, len(a.source.ids), len(a.source.ids))
+    assert data["beam"]["best_path"] == a.beam["best_path"]
+
+
+# -- Attention -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["enc_self", "dec_self", "cross"])
+def test_mosaic_tiles_are_the_models_maps(rev, kind):
+    at = run_app(sentence=SENTENCE, view="attention", kind=kind)
+    a = analyze(rev.model, rev.tokenizer, SENTENCE)
+    attn = {"enc_self": a.maps.enc_self, "dec_self": a.maps.dec_self, "cross": a.maps.cross}[kind]
+    fig = [c for c in charts(at) if c["layout"].get("meta", {}).get("gap") is not None and c["layout"]["meta"]["H"] > 1][0]
+    meta = fig["layout"]["meta"]
+    assert (meta["L"], meta["H"], meta["kind"]) == (attn.shape[0], attn.shape[1], kind)
+    check_drawn_weights(fig)
+    for l in range(meta["L"]):
+        for h in range(meta["H"]):
+            t = tile(fig, l, h)
+            drawn = ~np.isnan(t)
+            np.testing.assert_allclose(t[drawn], attn[l, h][drawn], atol=1e-6)
+            assert np.allclose(np.nansum(t, axis=1), 1, atol=1e-4), "a drawn row does not sum to 1"
+            if kind == "dec_self":
+                assert np.isnan(t[np.triu_indices_from(t, 1)]).all(), "the causal future is drawn as a weight"
+                assert not np.isnan(t[np.tril_indices_from(t)]).any()
+            else:
+                assert drawn.all()
+    q = a.source.tokens if kind == "enc_self" else a.tgt_in_tokens
+    y = fig["data"][0]["y"]
+    assert all(html.unescape(y[i]).startswith(f"{tok} (pos {i})") for i, tok in enumerate(display(q)))
+
+
+@pytest.mark.parametrize("kind", ["enc_self", "dec_self", "cross"])
+def test_zoom_follows_layer_and_head(rev, kind):
+    at = run_app(sentence=SENTENCE, view="attention", kind=kind)
+    a = analyze(rev.model, rev.tokenizer, SENTENCE)
+    attn = {"enc_self": a.maps.enc_self, "dec_self": a.maps.dec_self, "cross": a.maps.cross}[kind]
+    at.slider(key="layer").set_value(1).run()
+    at.select_slider(key="head").set_value("2").run()
+    ok(at)
+    fig = chart(at, "layer 1, head 2")
+    z = check_drawn_weights(fig)
+    np.testing.assert_allclose(np.nan_to_num(z), attn[0, 1], atol=1e-6)
+    assert np.allclose(np.nansum(z, axis=1), 1, atol=1e-4)
+    if kind == "dec_self":
+        assert grey(fig)[np.triu_indices(z.shape[0], 1)].all()
+    q, k = (
+        (a.source.tokens, a.source.tokens)
+        if kind == "enc_self"
+        else (a.tgt_in_tokens, a.source.tokens if kind == "cross" else a.tgt_in_tokens)
+    )
+    assert tick_matches(fig["layout"]["xaxis"]["ticktext"], k)
+    assert tick_matches(fig["layout"]["yaxis"]["ticktext"], q)
+    if kind != "enc_self":
+        assert all(" \u2192 " in t for t in fig["layout"]["yaxis"]["ticktext"]), "decoder rows must read 'input → predicted'"
+    at.select_slider(key="head").set_value("mean").run()
+    ok(at)
+    z = weights(chart(at, "mean over heads"))
+    np.testing.assert_allclose(np.nan_to_num(z), attn[0].mean(axis=0), atol=1e-6)
+
+
+def test_all_three_kinds_at_once():
+    at = run_app(sentence=SENTENCE, view="attention")
+    n = len(charts(at))
+    at.toggle(key="all_kinds").set_value(True).run()
+    ok(at)
+    kinds = {c["layout"]["meta"].get("kind") for c in charts(at) if c["layout"]["meta"].get("gap") is not None}
+    assert kinds == {"enc_self", "dec_self", "cross"}
+    assert len(charts(at)) == n + 2
+
+
+# -- Step through generation ------------------------------------------------------------------------------------------
+
+
+def cross_so_far(at: AppTest) -> dict:
+    return [c for c in charts(at) if c["layout"].get("title", {}).get("text") == "Cross-attention"][0]
+
+
+def test_step_slider_buttons_and_play(rev):
+    at = run_app(sentence=SENTENCE, view="steps")
+    assert at.select_slider(key="step").value == 1  # steps count from 1, like "Step 1 of n"
+    at.toggle(key="steps_all_heads").set_value(True).run()
+    assert cross_so_far(at)["layout"]["meta"]["Q"] == 1
+    at.select_slider(key="step").set_value(4).run()
+    ok(at)
+    fig = cross_so_far(at)
+    assert fig["layout"]["meta"]["Q"] == 4
+    a = analyze(rev.model, rev.tokenizer, SENTENCE)
+    np.testing.assert_allclose(tile(fig, 0, 0), a.maps.cross[0, 0, :4], atol=1e-5)  # greedy trace = teacher-forced maps
+    assert at.query_params["step"] == "4"
+    at.button(key="next").click().run()
+    ok(at)
+    assert at.select_slider(key="step").value == 5
+    at.button(key="prev").click().run()
+    at.button(key="prev").click().run()
+    ok(at)
+    assert at.select_slider(key="step").value == 3
+    bar = chart(at, "Top")
+    assert len(decode(bar["data"][0]["x"] if bar["data"][0].get("orientation") == "h" else bar["data"][0]["y"])) > 1
+    at.button(key="play").click().run()
+    ok(at)
+    assert at.session_state["playing"] is True
+    at.button(key="play").click().run()
+    ok(at)
+    assert at.session_state["playing"] is False
+
+
+def test_step_layer_head_pickers():
+    at = run_app(sentence=SENTENCE, view="steps", step=3)
+    for layer, head in [(1, "1"), (2, "2"), (2, "mean")]:
+        at.slider(key="layer").set_value(layer).run()
+        at.select_slider(key="head").set_value(head).run()
+        ok(at)
+        fig = chart(at, "Cross-attention of the new query")
+        assert ("mean over heads" if head == "mean" else f"head {head}") in fig["layout"]["title"]["text"]
+
+
+def test_forcing_a_candidate_changes_the_rest(rev):
+    at = run_app(sentence=SENTENCE, view="steps", step=2)  # the second step: t = 1
+    a = analyze(rev.model, rev.tokenizer, SENTENCE)
+    free = step_trace(rev.model, rev.tokenizer, a.source.ids, k=8)
+    other = [c for c in free[1].candidates if c[1] != free[1].chosen][2]  # the third-best other candidate at step 1
+    at.selectbox(key="force_pick").set_value(other[1]).run()  # set_value takes the value (compact id), not the label
+    ok(at)
+    forced = at.session_state["forced"]["ids"]
+    assert forced == (free[0].chosen, other[1])
+    assert at.select_slider(key="step").value == 2, "forcing must stay on the step it happened"
+    bar = chart(at, "you forced another one")
+    assert other[1] in [int(i) for i in decode(bar["data"][0]["customdata"]).ravel()]
+    body = " ".join(h.proto.body for h in at.get("html"))
+    assert f'title="forced">{html.escape(display([other[0]])[0])}<' in body
+    expected = step_trace(rev.model, rev.tokenizer, a.source.ids, forced=forced, k=8)
+    at.toggle(key="steps_all_heads").set_value(True).run()
+    at.select_slider(key="step").set_value(len(expected)).run()
+    ok(at)
+    assert cross_so_far(at)["layout"]["meta"]["Q"] == len(expected), "decoding went on from the forced token"
+    at.button(key="unforce").click().run()
+    ok(at)
+    assert "forced" not in at.session_state or not at.session_state["forced"]
+
+
+def test_reference_translation_compares_forced_and_free(rev):
+    at = run_app(sentence=SENTENCE, view="steps")
+    at.text_input(key="reference").set_value(" e d c b a").run()
+    ok(at)
+    forced = chart(at, "Teacher-forced reference")
+    z = weights(forced)
+    assert z.shape == (len(rev.tokenizer.encode(" e d c b a")) + 1, len(rev.tokenizer.encode(SENTENCE)) + 1)
+    assert np.allclose(z.sum(axis=1), 1, atol=1e-4)
+    chart(at, "Free-running")
+    at.slider(key="ref_layer").set_value(1).run()
+    at.select_slider(key="ref_head").set_value("2").run()
+    ok(at)
+    assert "layer 1, head 2" in chart(at, "Teacher-forced reference")["layout"]["title"]["text"]
+
+
+def test_beam_settings_show_the_tree_on_the_step_view():
+    at = run_app(sentence=SENTENCE, view="steps", method="beam")
+    assert any("Beam search has no single next token" in i.value for i in at.info)
+    assert "Beam search tree" in [s.value for s in at.subheader]
+
+
+# -- Mask lab -------------------------------------------------------------------------------------------------------
+
+
+def test_hiding_every_source_token_draws_no_nan_weight(rev):
+    at = run_app(sentence=SENTENCE, view="masks")
+    ms = at.multiselect(key="hide")
+    ms.set_value(list(range(len(ms.options)))).run()  # set_value takes the values (positions), not the labels
+    ok(at)
+    assert any("Every source token is hidden" in w.value for w in at.warning)
+    after = chart(at, "After:")
+    z = check_drawn_weights(after)
+    assert np.isnan(z).all(), "every key is hidden: every cell of cross-attention is masked (grey)"
+    diff = decode(chart(at, "−")["data"][0]["z"]).astype(float)
+    assert np.isfinite(diff).all()
+
+
+def test_every_head_ablated_still_translates(rev):
+    at = run_app(sentence=SENTENCE, view="masks")
+    cfg = rev.model.cfg
+    for kind in ("enc_self", "dec_self", "cross"):
+        n_layers = cfg.n_enc_layers if kind == "enc_self" else cfg.n_dec_layers
+        at.multiselect(key=f"ablate_{kind}").set_value([(l, h) for l in range(n_layers) for h in range(cfg.n_heads)]).run()
+        ok(at)
+    at.toggle(key="mask_mosaic_on").set_value(True).run()
+    ok(at)
+    mosaic = [c for c in charts(at) if c["layout"]["meta"].get("gap") is not None][0]
+    assert len(mosaic["layout"]["meta"]["ablated"]) == cfg.n_dec_layers * cfg.n_heads
+    assert len([h for h in at.get("html") if 'class="translation"' in h.proto.body]) == 2
+
+
+@pytest.mark.parametrize(
+    ("widget", "key", "value"),
+    [
+        ("toggle", "causal", False),
+        ("slider", "window", 2),
+        ("slider", "attn_temp", 3.0),
+        ("toggle", "use_pe", False),
+        ("slider", "attn_temp", 0.25),
+    ],
+)
+@pytest.mark.parametrize("kind", ["enc_self", "dec_self", "cross"])
+def test_mask_lab_controls(widget, key, value, kind):
+    at = run_app(sentence=SENTENCE, view="masks")
+    at.radio(key="mask_kind").set_value(kind).run()
+    getattr(at, widget)(key=key).set_value(value).run()
+    ok(at)
+    before, after = chart(at, "Before:"), chart(at, "After:")
+    check_drawn_weights(before)
+    z = check_drawn_weights(after)
+    rows = np.nansum(z, axis=1)
+    assert np.allclose(rows, 1, atol=1e-4), "each query row of the changed map still sums to 1 over the keys it may see"
+    if key == "causal" and kind == "dec_self":
+        assert not grey(after).any(), "causal mask off: nothing is masked"
+        assert (np.triu(np.nan_to_num(z), 1) > 0).any(), "causal mask off: queries read later tokens"
+    if key == "window" and kind != "cross":
+        q = np.arange(z.shape[0])[:, None]
+        k = np.arange(z.shape[1])[None, :]
+        assert grey(after)[np.abs(q - k) >= value].all()
+    assert decode(chart(at, "−")["data"][0]["z"]).shape == weights(before).shape
+
+
+def test_mask_lab_marks_changed_output_tokens():
+    at = run_app(sentence=SENTENCE, view="masks")
+    ms = at.multiselect(key="hide")
+    ms.set_value([0, 1]).run()
+    ok(at)
+    body = " ".join(h.proto.body for h in at.get("html"))
+    if 'title="changed"' in body:
+        assert any("The output changed" in i.value for i in at.info)
+    else:
+        assert any("Output unchanged" in c.value for c in at.caption)
+
+
+# -- other views -----------------------------------------------------------------------------------------------------
+
+
+def test_positional_encoding_view(rev):
+    at = run_app(view="pe")
+    at.slider(key="pe_n").set_value(20).run()
+    at.multiselect(key="pe_dims").set_value([0, 1, 6]).run()
+    ok(at)
+    pe = decode(chart(at, "")["data"][0]["z"])  # the PE matrix comes first
+    assert 20 in pe.shape
+    metrics = {m.label: float(m.value) for m in at.metric}
+    assert metrics["Largest difference, PE off"] < 1e-4 < metrics["Largest difference, PE on"]
+    at.text_input(key="wo_b").set_value("a b z").run()
+    assert not at.exception
+    assert any("same words" in e.value for e in at.error)
+
+
+def test_head_statistics_table(rev):
+    at = run_app(sentence=SENTENCE, view="stats")
+    df = at.dataframe[0].value
+    cfg = rev.model.cfg
+    assert len(df) == (cfg.n_enc_layers + 2 * cfg.n_dec_layers) * cfg.n_heads
+    assert {"kind", "layer", "head", "entropy"} <= set(df.columns)
+    assert df["entropy"].notna().all()
+
+
+def test_shapes_view_uses_this_models_numbers(rev):
+    at = run_app(sentence=SENTENCE, view="shapes")
+    cfg = rev.model.cfg
+    numbers = {r["name"]: r["value"] for r in at.dataframe[1].value.to_dict("records")}
+    assert (numbers["d_model"], numbers["n_heads"], numbers["d_head"], numbers["vocab"]) == (
+        cfg.d_model,
+        cfg.n_heads,
+        cfg.d_head,
+        cfg.vocab_size,
+    )
+    shapes = at.dataframe[0].value.astype(str).to_string()
+    assert f"{cfg.d_model}" in shapes and f"{cfg.vocab_size}" in shapes
+
+
+# -- the URL -------------------------------------------------------------------------------------------------------
+
+
+def test_url_restores_sentence_view_layer_head_step():
+    at = run_app(sentence=" q r s t", view="steps", layer=1, head=2, step=3)
+    assert at.text_input(key="sentence").value == " q r s t"
+    assert at.radio(key="view").value == "steps"
+    assert at.slider(key="layer").value == 1
+    assert at.select_slider(key="head").value == "2"
+    assert at.select_slider(key="step").value == 3
+    assert "layer 1, head 2" in chart(at, "Cross-attention of the new query")["layout"]["title"]["text"]
+    at.select_slider(key="step").set_value(2).run()
+    assert at.query_params["step"] == "2"

@@ -1,0 +1,194 @@
+"""The running app in a real browser: Debian chromium driven by Playwright.
+
+Starts ``streamlit run app.py`` on a free port, types a sentence, waits for the translation, moves the
+step slider and checks that the heatmap and the output change, with no exception on the page. Saves
+screenshots under tests/artifacts/ (git-ignored). Skips with a reason when chromium, Playwright or a
+checkpoint is missing. Never runs ``playwright install``: it uses /usr/bin/chromium.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+MODELS = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", ROOT / "pretrained"))
+
+pytestmark = pytest.mark.browser
+
+
+def _skip_reason() -> str | None:
+    if not Path(CHROMIUM).exists():
+        return f"{CHROMIUM} is missing: apt-get install -y chromium"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed: pip install -r requirements-test.txt"
+    if not any((MODELS / m / "config.json").exists() for m in ("en-de", "reverse")):
+        return f"no checkpoint in {MODELS} (en-de or reverse)"
+    return None
+
+
+if (_reason := _skip_reason()) is not None:
+    pytest.skip(_reason, allow_module_level=True)
+
+from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+
+MODEL = "en-de" if (MODELS / "en-de" / "config.json").exists() else "reverse"
+SENTENCES = {
+    "en-de": ("A man is riding a horse on the beach.", "Two children are playing in the snow."),
+    "reverse": (" a b c d e", " q r s t u v w"),
+}[MODEL]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    """A ``streamlit run app.py`` server on a free port, stopped after the module's tests."""
+    port = _free_port()
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / "streamlit-server.log", "w")  # noqa: SIM115 (closed below)
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1"]
+    cmd += ["--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.read().decode().strip() == "ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not start; see {ARTIFACTS / 'streamlit-server.log'}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"]
+        )
+        pg = browser.new_page(viewport={"width": 1500, "height": 1100})
+        pg.set_default_timeout(90_000)
+        yield pg
+        browser.close()
+
+
+def _translation(page: Page) -> str:
+    return page.locator(".translation").first.inner_text().strip()
+
+
+def _wait_idle(page: Page) -> None:
+    """Until Streamlit has finished running the script (its status widget disappears)."""
+    page.wait_for_timeout(300)
+    expect(page.locator("[data-testid=stStatusWidget]")).to_have_count(0, timeout=90_000)
+
+
+def _z_rows(page: Page, key: str) -> int:
+    """Query rows of the mosaic placed with ``key``, as the browser's plotly figure holds it (layout.meta.Q)."""
+    return page.evaluate(
+        """key => {
+            const gd = document.querySelector(`.st-key-${key} .js-plotly-plot`);
+            return gd && gd.layout && gd.layout.meta ? gd.layout.meta.Q : -1;
+        }""",
+        key,
+    )
+
+
+def _screenshot(page: Page, name: str) -> None:
+    """The whole page (Streamlit scrolls inside its main block, so the viewport is grown to fit it first)."""
+    height = page.evaluate("Math.max(...[...document.querySelectorAll('[data-testid=stMain]')].map(e => e.scrollHeight), 600)")
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"], "height": min(int(height) + 40, 8000)})
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+    page.set_viewport_size(size)
+
+
+def _wait_rows(page: Page, key: str, rows: int) -> None:
+    """Until the mosaic ``key`` shows ``rows`` query rows (fails after the page timeout)."""
+    page.wait_for_function(
+        """([key, rows]) => {
+            const gd = document.querySelector(`.st-key-${key} .js-plotly-plot`);
+            return gd && gd.layout && gd.layout.meta && gd.layout.meta.Q === rows;
+        }""",
+        arg=[key, rows],
+    )
+
+
+def test_type_translate_and_step(page: Page, app_url: str):
+    first, second = SENTENCES
+    page.goto(f"{app_url}/?model={MODEL}")
+    expect(page.locator(".translation").first).to_be_visible()
+    _wait_idle(page)
+    before = _translation(page)
+    assert before, "no translation shown"
+
+    box = page.locator(".st-key-sentence input")
+    box.fill(first)
+    box.press("Enter")
+    expect(page.locator(".translation").first).not_to_have_text(before)
+    _wait_idle(page)
+    translated = _translation(page)
+    assert translated and translated != before
+    assert "sentence=" in page.url, "the sentence is not in the URL"
+    _screenshot(page, "browser-translate.png")
+
+    page.get_by_text("Step through generation", exact=True).click()
+    _wait_idle(page)
+    page.get_by_text("Every layer and head so far").click()  # the mosaics of every layer and head up to this step
+    _wait_idle(page)
+    expect(page.locator("[data-testid=stPlotlyChart] .hm").first).to_be_visible()
+    rows0 = _z_rows(page, "steps_cross_mosaic")
+    chips0 = page.locator(".output-so-far").first.inner_text()
+    assert rows0 == 1, "at step 1 the cross-attention so far has one query row"
+
+    slider = page.get_by_role("slider", name="Step")
+    slider.focus()
+    slider.press("ArrowRight")
+    slider.press("ArrowRight")
+    expect(page.locator(".output-so-far").first).not_to_have_text(chips0)
+    _wait_idle(page)
+    _wait_rows(page, "steps_cross_mosaic", 3)  # the heatmap grew by the two steps
+    assert "step=3" in page.url, "the step is not in the URL"
+
+    page.get_by_role("button", name="Previous").click()
+    _wait_rows(page, "steps_cross_mosaic", 2)
+    _wait_idle(page)
+
+    expect(page.locator("[data-testid=stException]")).to_have_count(0)
+    _screenshot(page, "browser-steps.png")
+
+    # A shared link restores sentence, view and step.
+    page.goto(page.url)
+    _wait_idle(page)
+    expect(page.locator(".output-so-far").first).to_be_visible()
+    expect(page.get_by_role("slider", name="Step")).to_have_attribute("aria-valuetext", "2")
+    expect(page.locator(".st-key-sentence input")).to_have_value(first)
+    expect(page.locator("[data-testid=stException]")).to_have_count(0)
