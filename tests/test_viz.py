@@ -214,15 +214,64 @@ def test_heatmap_click_scatter_and_hover_for_one_cell():
     fig = attention_heatmap(w, TGT_IN, TGT_IN, title=None, kind="dec_self", predicted=TGT_OUT, layer=1, head=2)
     np.testing.assert_array_equal(z_of(fig.data[0])[np.tril_indices(T)], w[np.tril_indices(T)])
     assert np.isnan(z_of(fig.data[0])[np.triu_indices(T, 1)]).all()
+    # click layer: invisible markers, one per cell, customdata [q, k] at (x, y) = (k, q)
+    layer = [t for t in fig.data if isinstance(t, go.Scatter)]
+    assert [t.name for t in layer] == ["cells: future", "cells"] and fig.data[-1] is layer[-1]
+    cells = {}
+    for t in layer:
+        assert t.marker.opacity == 0 and t.selected.marker.opacity == 0 and t.unselected.marker.opacity == 0
+        assert t.text is None and t.hovertext is None, "no text per cell: the hover is a template"
+        for (q, k), x, y in zip(np.asarray(t.customdata).tolist(), t.x, t.y, strict=True):
+            assert (x, y) == (k, q) and (q, k) not in cells
+            cells[(q, k)] = t.name
+    assert cells == {(q, k): "cells" if k <= q else "cells: future" for q in range(T) for k in range(T)}
     sc = fig.data[-1]
-    assert isinstance(sc, go.Scatter) and sc.marker.opacity == 0
     q, k = 3, 1
-    i = q * T + k
-    assert list(np.asarray(sc.customdata)[i]) == [q, k] and (sc.x[i], sc.y[i]) == (k, q)
+    i = np.asarray(sc.customdata).tolist().index([q, k])
     assert json.loads(fig.to_json())["data"][-1]["customdata"][i] == [q, k]  # a plain list reaches on_select as [q, k]
-    assert sc.text[i] == f"query: ▁springt (pos 3) → predicts ▁über<br>key: ▁Ein (pos 1)<br>weight {w[q, k]:.3f}"
+    assert np.float32(sc.marker.color[i]) == w[q, k]
+    # hover: plotly.js shows the tick text of the row / column for %{y} / %{x} on these integer axes
     assert "layer 2, head 3" in sc.hovertemplate
-    assert "causal mask" in sc.text[1 * T + 4]  # a future cell says why it is empty
+    for field in ("query %{customdata[0]}: %{y}", "key %{customdata[1]}: %{x}", "weight %{marker.color:.3f}"):
+        assert field in sc.hovertemplate
+    ya, xa = fig.layout.yaxis, fig.layout.xaxis
+    assert ya.ticktext[list(ya.tickvals).index(q)] == "▁springt → ▁über" and xa.ticktext[list(xa.tickvals).index(k)] == "▁Ein"
+    assert "causal mask" in layer[0].hovertemplate  # a future cell says why it is empty
+
+
+def test_labels_fit_in_explicit_margins():
+    """Every axis grows its margin if needed (automargin, whatever the plotly template), and the explicit
+    margins already hold the longest tick label, so plotly.js need not lay the figure out twice."""
+    from viz._common import MARGIN_MIN, text_px
+
+    row = dirichlet(4, len(SRC))
+    pe = sinusoidal(64, 32)
+    figs = {
+        "step_attention": viz.step_attention(row, SRC, title="t", key_title="source token"),
+        "step_attention 1-D": viz.step_attention(row[0], SRC, title="t"),
+        "candidates_bar": viz.candidates_bar([(" Hund", 55, 0.6), (" extraordinarily", 12, 0.3)], 55),
+        "pe_matrix": viz.pe_matrix(pe),
+        "pe_curves": viz.pe_curves(pe, [0, 1, 8]),
+        "pe_similarity": viz.pe_similarity(pe),
+        "attention_mosaic": attention_mosaic(
+            dirichlet(2, 2, len(TGT_IN), len(SRC)), TGT_IN, SRC, kind="cross", predicted=TGT_OUT
+        ),
+        "attention_heatmap": attention_heatmap(dirichlet(len(TGT_IN), len(SRC)), TGT_IN, SRC, title="t", kind="cross"),
+    }
+    for name, fig in figs.items():
+        for ax in (fig.layout.xaxis, fig.layout.yaxis):
+            assert ax.automargin is True, name
+            if ax.title.text:
+                assert ax.title.standoff is not None, f"{name}: the title is placed beyond the tick labels"
+        m = fig.layout.margin
+        assert min(m.l, m.r, m.b) >= MARGIN_MIN, name
+        y_ticks = fig.layout.yaxis.ticktext
+        if y_ticks:
+            widest = max(text_px(t, (fig.layout.yaxis.tickfont.size or 12)) for t in y_ticks)
+            assert m.l > widest + MARGIN_MIN + (20 if fig.layout.yaxis.title.text else 0), name
+    assert figs["step_attention"].layout.margin.l > text_px("mean of heads") + MARGIN_MIN
+    assert figs["candidates_bar"].layout.margin.l > text_px("▁extraordinarily") + MARGIN_MIN
+    assert figs["pe_matrix"].layout.margin.b > 2 * 12 + MARGIN_MIN  # tick labels and the title "dimension" below them
 
 
 # -- before / after ----------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ arrays (or anything ``np.asarray`` accepts, including CPU/GPU torch tensors) and
 from __future__ import annotations
 
 import html
+import math
+import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -62,34 +65,119 @@ def base_layout(title: str | None, **kw) -> dict:
     """Layout shared by every figure: white background, light grid, readable font, compact margins.
 
     The look is set property by property rather than with ``template="plotly_white"``: copying a
-    template costs ~20 ms per figure, more than building a 72-map mosaic.
+    template costs ~20 ms per figure, more than building a 72-map mosaic. Nothing here relies on the
+    template either (Streamlit swaps in its own, which has no ``automargin``): figures set their
+    margins (``axis_margin``, ``heatmap_margins``) and axes (``axis``) themselves. ``kw`` overrides any
+    key, except that ``xaxis`` / ``yaxis`` settings are merged into the shared ones.
     """
-    axis = dict(gridcolor="#ebebeb", zerolinecolor="#d9d9d9", linecolor="#d9d9d9", ticks="")
+    grid = dict(gridcolor="#ebebeb", zerolinecolor="#d9d9d9", linecolor="#d9d9d9", ticks="")
     layout = dict(
         paper_bgcolor="white",
         plot_bgcolor="white",
-        xaxis=dict(axis),
-        yaxis=dict(axis),
+        xaxis=dict(grid),
+        yaxis=dict(grid),
         colorway=["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d"],
         font=FONT,
         title=dict(text=title or "", x=0.0, xanchor="left", font=dict(size=15)),
-        margin=dict(l=10, r=10, t=60 if title else 30, b=10),
+        margin=dict(l=MARGIN_MIN, r=MARGIN_MIN, t=60 if title else 30, b=MARGIN_MIN),
         hoverlabel=dict(font=dict(family=FONT["family"], size=12), align="left"),
     )
+    for name in ("xaxis", "yaxis"):  # merged: a figure's axis settings keep the shared look
+        if name in kw:
+            layout[name] = {**layout[name], **kw.pop(name)}
     layout.update(kw)
     return layout
+
+
+# -- label sizes and margins -----------------------------------------------------------------------------
+# An axis with ``automargin=True`` makes plotly.js measure its labels and, if they do not fit, grow the
+# margin and lay the whole figure out a second time. Margins estimated here from the labels' text are
+# big enough in the common fonts, so that second pass is skipped; automargin stays on as a safety net
+# for a wider font. Estimates use Arial/Helvetica advance widths (em), rounded up.
+MARGIN_MIN = 12  # px; plotly.js adds min(12, every margin) of padding to what an automargin pushes
+AXIS_TITLE_SIZE = round(1.2 * FONT["size"])  # plotly.js default: axis titles 1.2x the layout font
+TITLE_STANDOFF = 6  # px between tick labels and axis title (explicit: plotly's default ignores the labels)
+COLORBAR = dict(thickness=12, x=1.0, xanchor="left", xpad=10)  # at a fixed px offset from the plot's right edge
+_EM = {**dict.fromkeys("ijl|'", 0.23), **dict.fromkeys(" .,:;!`ftI[]/\\", 0.28), **dict.fromkeys('r()-{}"', 0.34)}
+_EM |= {**dict.fromkeys("mw%", 0.84), **dict.fromkeys("MW@", 0.95), **dict.fromkeys("<>=+~^*", 0.6)}
+_EM |= {"\u2192": 1.0, "\u2026": 1.0, "\u2581": 0.8, "\u2713": 0.85, "\u2016": 0.5, "\u2212": 0.6, "\u00b7": 0.3}
+_TAG = re.compile(r"<[^>]*>")
+
+
+def text_px(s: str, size: float = FONT["size"]) -> float:
+    """Estimated width in px of one line of plotly text ``s`` (HTML tags and entities allowed) at font ``size``."""
+    t = html.unescape(_TAG.sub("", s))
+    em = 0.0
+    for ch in t:
+        w = _EM.get(ch)
+        if w is None:
+            if ch.isascii():
+                w = 0.56 if not ch.isupper() else 0.71
+            else:
+                w = 1.0 if unicodedata.east_asian_width(ch) in "WF" else 0.62
+        em += w
+    return em * size * 1.08  # + 8 %: Segoe UI / Inter / DejaVu run wider than Arial
+
+
+def label_depth(labels: Iterable[str], size: float = FONT["size"], angle: float = 0, *, along_y: bool = False) -> float:
+    """How far (px) tick labels reach out from their axis: the widest label's extent perpendicular to it.
+
+    Args:
+        labels: tick texts (plotly HTML). size: their font size. angle: ``tickangle`` in degrees.
+        along_y: labels of a y axis (their width counts); else of an x axis (their height, or the
+            height of the turned text).
+    """
+    w = max((text_px(s, size) for s in labels), default=0.0)
+    h = 1.3 * size
+    if along_y:
+        return w + 3
+    a = math.radians(abs(angle))
+    return w * math.sin(a) + h * math.cos(a) + 4
+
+
+def axis_margin(labels: Iterable[str] = (), *, size: float = FONT["size"], angle: float = 0, along_y: bool, title: bool) -> int:
+    """Margin (px) on an axis's side that holds its tick labels and (if ``title``) its one-line title,
+    as ``axis`` places them: what plotly's automargin would push, plus its padding."""
+    depth = label_depth(labels, size, angle, along_y=along_y)
+    if title:
+        depth += TITLE_STANDOFF + 1.3 * AXIS_TITLE_SIZE
+    return math.ceil(depth + MARGIN_MIN + 2)
+
+
+def overhang(labels: Sequence[str], size: float, angle: float, first_px: float = 0.0) -> int:
+    """Margin (px) left of the plot that the FIRST x tick label needs when it is turned by ``angle``
+    (it ends at its tick, ``first_px`` px inside the plot, and runs down to the left)."""
+    if not labels or not angle:
+        return MARGIN_MIN
+    reach = text_px(labels[0], size) * math.cos(math.radians(abs(angle))) + 0.5 * size - first_px
+    return math.ceil(max(reach, 0) + MARGIN_MIN + 2)
+
+
+def colorbar_margin(title: str, ticks: Sequence[str] = ("0.8",)) -> int:
+    """Right margin (px) that holds a ``COLORBAR``-placed colour bar with tick labels ``ticks`` and ``title`` on top."""
+    bar = COLORBAR["xpad"] + COLORBAR["thickness"] + 12 + max(text_px(t) for t in ticks) + COLORBAR["xpad"]
+    return math.ceil(max(bar, COLORBAR["xpad"] + 1.1 * text_px(title) + 10) + MARGIN_MIN)
+
+
+def axis(title: str | None = None, **kw) -> dict:
+    """Settings of one axis: ``automargin`` on (labels never cut, whatever the margins) and the title
+    ``TITLE_STANDOFF`` px beyond the tick labels (plotly's default spot ignores long labels). ``kw`` adds to it."""
+    out = dict(automargin=True, **kw)
+    if title is not None:
+        out["title"] = dict(text=title, standoff=TITLE_STANDOFF)
+    return out
 
 
 def weight_colors(label: str = "weight", zmax: float = 1) -> dict:
     """``go.Heatmap`` colour settings for attention-like weights: the white-to-blue scale on ``[0, zmax]``
     (keep ``zmax=1`` so a colour means the same weight in every figure) and a colour bar titled ``label``."""
-    return dict(colorscale=ATTENTION_COLORSCALE, zmin=0, zmax=zmax, colorbar=dict(title=dict(text=label), thickness=12))
+    return dict(colorscale=ATTENTION_COLORSCALE, zmin=0, zmax=zmax, colorbar=dict(title=dict(text=label), **COLORBAR))
 
 
 def diverging_colors(label: str, r: float) -> dict:
     """``go.Heatmap`` colour settings for signed values: the blue-white-red scale on ``[-r, r]``, white at 0,
     and a colour bar titled ``label``."""
-    return dict(colorscale=DIVERGING_COLORSCALE, zmin=-r, zmax=r, zmid=0, colorbar=dict(title=dict(text=label), thickness=12))
+    return dict(colorscale=DIVERGING_COLORSCALE, zmin=-r, zmax=r, zmid=0, colorbar=dict(title=dict(text=label), **COLORBAR))
 
 
 def tick_style(cell_px: float, *, rotate: bool) -> dict:
@@ -101,8 +189,8 @@ def tick_style(cell_px: float, *, rotate: bool) -> dict:
 def heatmap_axes(
     x_title: str, y_title: str, x_ticks: dict, y_ticks: dict, *, shape: tuple[int, int] | None = None, **both
 ) -> tuple[dict, dict]:
-    """Settings of a heatmap's x and y axes (for ``fig.update_xaxes(**x)``, ``fig.update_yaxes(**y)``):
-    square cells (y scaled to x), row 0 on top, no grid, margins that grow to fit the tick labels.
+    """Settings of a heatmap's x and y axes (``layout.xaxis``, ``layout.yaxis``): square cells (y scaled
+    to x), row 0 on top, no grid, titles just beyond the tick labels, automargin on (see ``heatmap_margins``).
 
     Args:
         x_title, y_title: axis titles.
@@ -112,9 +200,9 @@ def heatmap_axes(
             None for category axes (string coordinates, e.g. unique token labels).
         both: further settings for both axes (e.g. ``zeroline=False``).
     """
-    x = dict(title=dict(text=x_title), tickmode="array", showgrid=False, automargin=True, constrain="domain", **both)
-    y = dict(x, title=dict(text=y_title), scaleanchor="x", scaleratio=1)
-    x.update(constraintoward="left", **x_ticks)
+    x = dict(tickmode="array", showgrid=False, automargin=True, constrain="domain", **both)
+    y = dict(x, title=dict(text=y_title, standoff=TITLE_STANDOFF), scaleanchor="x", scaleratio=1)
+    x.update(title=dict(text=x_title, standoff=TITLE_STANDOFF), constraintoward="left", **x_ticks)
     y.update(constraintoward="top", **y_ticks)
     if shape is None:
         x.update(type="category")
@@ -123,6 +211,19 @@ def heatmap_axes(
         x.update(range=[-0.5, shape[1] - 0.5])
         y.update(range=[shape[0] - 0.5, -0.5])
     return x, y
+
+
+def heatmap_margins(x_ticks: dict, y_ticks: dict, *, top: int, colorbar: str | None = "weight", cb_ticks=("0.8",)) -> dict:
+    """``layout.margin`` that fits a heatmap's tick labels (``x_ticks`` / ``y_ticks`` as for ``heatmap_axes``),
+    one-line axis titles and a colour bar titled ``colorbar`` (None: no colour bar); ``top`` px above."""
+    xs = x_ticks.get("tickfont", {}).get("size", FONT["size"])
+    ys = y_ticks.get("tickfont", {}).get("size", FONT["size"])
+    xa = x_ticks.get("tickangle", 0)
+    xt = list(x_ticks.get("ticktext", ()))
+    left = max(axis_margin(y_ticks.get("ticktext", ()), size=ys, along_y=True, title=True), overhang(xt, xs, xa))
+    bottom = axis_margin(xt, size=xs, angle=xa, along_y=False, title=True)
+    right = colorbar_margin(colorbar, cb_ticks) if colorbar is not None else MARGIN_MIN
+    return dict(l=left, r=right, t=top, b=bottom)
 
 
 def tile_label(x0: int, y0: int, text: str) -> dict:

@@ -8,12 +8,27 @@ nearby positions get similar ones.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from viz._common import HIGHLIGHT, as_array, base_layout, check_tokens, diverging_colors, esc, short
+from viz._common import (
+    AXIS_TITLE_SIZE,
+    HIGHLIGHT,
+    MARGIN_MIN,
+    as_array,
+    axis,
+    axis_margin,
+    base_layout,
+    check_tokens,
+    colorbar_margin,
+    diverging_colors,
+    esc,
+    short,
+    text_px,
+)
 from viz.tokens import display
 
 
@@ -62,36 +77,33 @@ def pe_matrix(pe, *, title: str | None = None, sinusoidal: bool = True, height: 
     N, D = p.shape
     r = max(1.0, float(np.abs(p).max()))
     names = [_dim_name(d, D, sinusoidal) for d in range(D)]
-    step = max(1, int(2 ** np.ceil(np.log2(max(D / 16, 1)))))
-    fig = go.Figure(
-        go.Heatmap(
-            z=p,
-            x=names,
-            y=np.arange(N),
-            **diverging_colors("PE value", r),
-            hovertemplate="position %{y}<br>%{x}<br>value %{z:.3f}<extra></extra>",
-            name="PE",
-        )
+    step = max(1, int(2 ** np.ceil(np.log2(max(D / 8, 1)))))  # <= 8 dimension ticks: they stay level in a narrow column
+    heat = dict(
+        type="heatmap",
+        z=p,
+        x=names,
+        y=np.arange(N),
+        **diverging_colors("PE value", r),
+        hovertemplate="position %{y}<br>%{x}<br>value %{z:.3f}<extra></extra>",
+        name="PE",
     )
-    fig.update_layout(
-        **base_layout(
-            title
-            or "Positional encoding: one row per position<br><sup>left: fast waves (short wavelength); right: slow waves; "
-            "each position gets its own pattern (section 3.5)</sup>"
-        ),
+    x_ticks = [str(d) for d in range(0, D, step)]
+    layout = base_layout(
+        title
+        or "Positional encoding: one row per position<br><sup>left: fast waves (short wavelength); right: slow waves; "
+        "each position gets its own pattern (section 3.5)</sup>",
         height=height or int(np.clip(N * 6, 300, 700) + 130),
         meta={"N": N, "D": D},
+        margin=dict(
+            l=axis_margin([str(N - 1)], along_y=True, title=True),
+            r=colorbar_margin("PE value", [f"−{r / 2:.2g}"]),
+            t=80,
+            b=axis_margin(x_ticks, along_y=False, title=True),
+        ),
+        xaxis=axis("dimension", type="category", tickmode="array", tickvals=list(range(0, D, step)), ticktext=x_ticks),
+        yaxis=axis("position", autorange="reversed"),
     )
-    fig.update_layout(margin=dict(t=80, l=10, r=10, b=10))
-    fig.update_xaxes(
-        title=dict(text="dimension"),
-        type="category",
-        tickmode="array",
-        tickvals=list(range(0, D, step)),
-        ticktext=[str(d) for d in range(0, D, step)],
-    )
-    fig.update_yaxes(title=dict(text="position"), autorange="reversed")
-    return fig
+    return go.Figure(data=[heat], layout=layout)
 
 
 def pe_curves(pe, dims: Sequence[int], *, title: str | None = None, d_model: int | None = None) -> go.Figure:
@@ -115,13 +127,14 @@ def pe_curves(pe, dims: Sequence[int], *, title: str | None = None, d_model: int
     bad = [d for d in dims if not 0 <= d < D]
     if bad:
         raise ValueError(f"dims {bad} are out of range: pe has {D} dimensions (0 .. {D - 1})")
-    fig = go.Figure()
     pos = np.arange(N)
+    traces = []
     for d in dims:
         lam = wavelength(d, dm)
         fn = "sin" if d % 2 == 0 else "cos"
-        fig.add_trace(
-            go.Scatter(
+        traces.append(
+            dict(
+                type="scatter",
                 x=pos,
                 y=p[:, d],
                 mode="lines+markers",  # PE exists only at integer positions: the markers are the values used
@@ -131,19 +144,27 @@ def pe_curves(pe, dims: Sequence[int], *, title: str | None = None, d_model: int
                 hovertemplate=f"dim {d} ({fn}, wavelength {lam:,.1f} positions)<br>position %{{x}}<br>value %{{y:.3f}}<extra></extra>",
             )
         )
-    fig.update_layout(
-        **base_layout(
-            title
-            or "Positional-encoding waves<br><sup>dimension pair i oscillates with wavelength 2π·10000^(2i/d_model) positions</sup>"
-        ),
+    bounded = np.abs(p).max() <= 1
+    # the legend stands right of the plot (plotly's default x = 1.02 of the plot width): symbol (40 px) +
+    # name, 2 x 10 px padding, and 16 px for the 2 % gap (enough up to an 800 px wide plot)
+    legend_px = max(text_px(t["name"]) + 40 for t in traces)
+    legend_px = max(legend_px, text_px("dimension", AXIS_TITLE_SIZE)) + 20 + 16
+    layout = base_layout(
+        title
+        or "Positional-encoding waves<br><sup>dimension pair i oscillates with wavelength 2π·10000^(2i/d_model) positions</sup>",
         height=380,
         legend=dict(title=dict(text="dimension"), orientation="v"),
         hovermode="x unified",
+        margin=dict(
+            l=axis_margin(["−0.5"] if bounded else [f"{-np.abs(p).max():.2g}"], along_y=True, title=True),
+            r=math.ceil(legend_px) + MARGIN_MIN,
+            t=80,
+            b=axis_margin([str(N - 1)], along_y=False, title=True),
+        ),
+        xaxis=axis("position", range=[0, max(N - 1, 1)]),
+        yaxis=axis("PE value", range=[-1.1, 1.1] if bounded else None, zeroline=True),
     )
-    fig.update_layout(margin=dict(t=80, l=10, r=10, b=10))
-    fig.update_xaxes(title=dict(text="position"), range=[0, max(N - 1, 1)])
-    fig.update_yaxes(title=dict(text="PE value"), range=[-1.1, 1.1] if np.abs(p).max() <= 1 else None, zeroline=True)
-    return fig
+    return go.Figure(data=traces, layout=layout)
 
 
 def pe_similarity(pe, *, cosine: bool = True, title: str | None = None) -> go.Figure:
@@ -166,34 +187,34 @@ def pe_similarity(pe, *, cosine: bool = True, title: str | None = None) -> go.Fi
         r = max(float(np.abs(sim).max()), 1e-6)
     N = p.shape[0]
     what = "cosine similarity" if cosine else "dot product"
-    fig = go.Figure(
-        go.Heatmap(
-            z=sim.astype(np.float32),
-            x=np.arange(N),
-            y=np.arange(N),
-            **diverging_colors(what, r),
-            hovertemplate=f"position %{{y}} vs position %{{x}}<br>{what} %{{z:.3f}}<extra></extra>",
-            name="similarity",
-        )
+    heat = dict(
+        type="heatmap",
+        z=sim.astype(np.float32),
+        x=np.arange(N),
+        y=np.arange(N),
+        **diverging_colors(what, r),
+        hovertemplate=f"position %{{y}} vs position %{{x}}<br>{what} %{{z:.3f}}<extra></extra>",
+        name="similarity",
     )
-    fig.update_layout(
-        **base_layout(
-            title
-            or f"Position-by-position {what} of the positional encoding<br><sup>the bright diagonal band: nearby positions look alike</sup>"
-        ),
+    side = axis_margin([str(N - 1)], along_y=True, title=True)
+    layout = base_layout(
+        title
+        or f"Position-by-position {what} of the positional encoding<br><sup>the bright diagonal band: nearby positions look alike</sup>",
         height=560,
+        margin=dict(
+            l=side, r=colorbar_margin(what, [f"−{r / 2:.2g}"]), t=80, b=axis_margin([str(N - 1)], along_y=False, title=True)
+        ),
+        xaxis=axis("position", constrain="domain", constraintoward="left"),
+        yaxis=axis(
+            "position",
+            autorange="reversed",
+            scaleanchor="x",
+            scaleratio=1,
+            constrain="domain",
+            constraintoward="top",
+        ),
     )
-    fig.update_layout(margin=dict(t=80, l=10, r=10, b=10))
-    fig.update_xaxes(title=dict(text="position"), constrain="domain", constraintoward="left")
-    fig.update_yaxes(
-        title=dict(text="position"),
-        autorange="reversed",
-        scaleanchor="x",
-        scaleratio=1,
-        constrain="domain",
-        constraintoward="top",
-    )
-    return fig
+    return go.Figure(data=[heat], layout=layout)
 
 
 def word_order_figure(demo: dict, *, title: str | None = None) -> go.Figure:
@@ -236,7 +257,7 @@ def word_order_figure(demo: dict, *, title: str | None = None) -> go.Figure:
     shown_b = display(b_tok)
     shown_a = display(a_tok)
     ticks = [esc(short(t)) for t in shown_b]
-    fig = go.Figure()
+    traces = []
     for name, label, color in (
         ("pe_off", "without positional encoding", "#9e9e9e"),
         ("pe_on", "with positional encoding", HIGHLIGHT),
@@ -247,8 +268,9 @@ def word_order_figure(demo: dict, *, title: str | None = None) -> go.Figure:
             f"<br>||enc_B[{i}] − enc_A[{perm[i]}]|| = {d[i]:.2e}"
             for i in range(S)
         ]
-        fig.add_trace(
-            go.Bar(
+        traces.append(
+            dict(
+                type="bar",
                 x=np.arange(S),
                 y=d.astype(np.float32),
                 name=label,
@@ -263,18 +285,25 @@ def word_order_figure(demo: dict, *, title: str | None = None) -> go.Figure:
         )
     words = lambda toks: esc("".join(t for t in toks if t not in ("<bos>", "<eos>", "<pad>")).strip())  # noqa: E731
     a_text, b_text = words(a_tok), words(b_tok)
-    fig.update_layout(
-        **base_layout(
-            title
-            or f"Word order: A = “{a_text}”, B = “{b_text}”<br><sup>distance between the encoder output of each word in B and of the same word in A; "
-            "0 without positional encoding: the encoder cannot tell the orders apart</sup>"
-        ),
+    y_title = "‖enc_B[i] − enc_A[perm[i]]‖ (L2)"
+    top, legend_row = 90, 26
+    bottom = axis_margin(ticks, along_y=False, title=True) + legend_row  # tokens, axis title, then the legend
+    top_value = max(float(dist["pe_on"].max()), float(dist["pe_off"].max()))
+    layout = base_layout(
+        title
+        or f"Word order: A = “{a_text}”, B = “{b_text}”<br><sup>distance between the encoder output of each word in B and of the same word in A; "
+        "0 without positional encoding: the encoder cannot tell the orders apart</sup>",
         barmode="group",
-        height=400,
-        legend=dict(orientation="h", y=-0.25),
+        height=top + bottom + max(240, math.ceil(text_px(y_title, AXIS_TITLE_SIZE)) + 30),  # the plot as tall as its y title
+        legend=dict(orientation="h", x=0, xanchor="left", y=0, yanchor="bottom", yref="container"),
         meta={"perm": perm, "a_tokens": shown_a, "b_tokens": shown_b},
+        margin=dict(
+            l=axis_margin([f"{top_value:.2g}", "0.5"], along_y=True, title=True),
+            r=MARGIN_MIN,
+            t=top,
+            b=bottom,
+        ),
+        xaxis=axis("token of sentence B", tickmode="array", tickvals=list(range(S)), ticktext=ticks),
+        yaxis=axis(y_title, rangemode="tozero"),
     )
-    fig.update_layout(margin=dict(t=90, l=10, r=10, b=10))
-    fig.update_xaxes(title=dict(text="token of sentence B"), tickmode="array", tickvals=list(range(S)), ticktext=ticks)
-    fig.update_yaxes(title=dict(text="‖enc_B[i] − enc_A[perm[i]]‖ (L2)"), rangemode="tozero")
-    return fig
+    return go.Figure(data=traces, layout=layout)

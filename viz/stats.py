@@ -13,6 +13,7 @@ from viz._common import (
     base_layout,
     check_tokens,
     heatmap_axes,
+    heatmap_margins,
     mosaic_axis,
     tick_style,
     tile,
@@ -200,13 +201,10 @@ def rollout_figure(roll, tokens: Sequence[str], *, title: str | None = None, hei
         height=height or int(S * cell + 230),
         meta={"L": L, "S": S, "gap": gap},
     )
-    fig.update_layout(margin=dict(t=90, l=10, r=10, b=10))
-    xaxis, yaxis = heatmap_axes(
-        "input token",
-        "position (state after the layer)",
-        dict(tickvals=cols_at, ticktext=tick * L, **tick_style(cell, rotate=True)),  # cell < 40 px: ticks turned -90°
-        dict(tickvals=list(range(S)), ticktext=tick),
-    )
+    x_ticks = dict(tickvals=cols_at, ticktext=tick * L, **tick_style(cell, rotate=True))  # cell < 40 px: ticks turned -90°
+    y_ticks = dict(tickvals=list(range(S)), ticktext=tick)
+    fig.update_layout(margin=heatmap_margins(x_ticks, y_ticks, top=90, colorbar="share"))
+    xaxis, yaxis = heatmap_axes("input token", "position (state after the layer)", x_ticks, y_ticks)
     fig.update_xaxes(**xaxis)
     fig.update_yaxes(**yaxis)
     return fig

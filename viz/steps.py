@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -9,13 +10,20 @@ import plotly.graph_objects as go
 
 from viz._common import (
     ATTENTION_COLORSCALE,
+    FONT,
     HIGHLIGHT,
+    MARGIN_MIN,
     MUTED,
     as_array,
+    axis,
+    axis_margin,
     base_layout,
     check_tokens,
+    colorbar_margin,
     esc,
+    overhang,
     short,
+    text_px,
     token_labels,
     weight_colors,
 )
@@ -65,47 +73,54 @@ def candidates_bar(
         f"<b>{esc(s)}</b> (id {i})<br>rank {r + 1}<br>probability {p:.3f}" + ("<br><i>chosen</i>" if i == chosen_id else "")
         for r, (s, i, p) in enumerate(zip(shown, ids, probs, strict=True))
     ]
-    fig = go.Figure(
-        go.Bar(
-            x=probs,
-            y=np.arange(n),
-            orientation="h",
-            marker=dict(color=colors),
-            text=labels,
-            textposition="outside",
-            cliponaxis=False,
-            hovertext=hover,
-            hoverinfo="text",
-            customdata=np.array(ids, dtype=np.int64),
-            name="candidates",
-        )
+    bar = dict(
+        type="bar",
+        x=probs,
+        y=np.arange(n),
+        orientation="h",
+        marker=dict(color=colors),
+        text=labels,
+        textposition="outside",
+        cliponaxis=False,
+        hovertext=hover,
+        hoverinfo="text",
+        customdata=np.array(ids, dtype=np.int64),
+        name="candidates",
     )
+    x_ticks = ["0%", "25%", "50%", "75%", "100%"]
+    axis_px = axis_margin(x_ticks, along_y=False, title=True)  # x tick labels + "probability"
     annotations = []
-    if not chosen_here:
+    if not chosen_here:  # a note below the x axis title
         annotations.append(
             dict(
                 x=1,
-                y=-0.12,
+                y=0,
                 xref="paper",
                 yref="paper",
+                yshift=-(axis_px - MARGIN_MIN),
                 showarrow=False,
                 xanchor="right",
+                yanchor="top",
                 text=f"chosen token (id {chosen_id}) is not in the top {n}" + (" (forced)" if forced else ""),
                 font=dict(size=11, color=HIGHLIGHT),
             )
         )
-    fig.update_layout(
-        **base_layout(title or "Next-token candidates" + (" · forced choice" if forced else "")),
-        height=max(180, 34 * n + 110),
+    # the bar labels stand outside the bars (cliponaxis off); the x range ends at 1.12, so on a plot
+    # >= 200 px wide a label of a bar reaching p needs what passes 200 * (1 - p / 1.12) px on the right
+    spill = max(text_px(t) + 4 - 200 * (1 - float(p) / 1.12) for t, p in zip(labels, probs, strict=True))
+    top = 60
+    bottom = axis_px + (18 if annotations else 0)
+    layout = base_layout(
+        title or "Next-token candidates" + (" · forced choice" if forced else ""),
+        height=max(180, 34 * n + top + bottom),
         showlegend=False,
         annotations=annotations,
         bargap=0.25,
+        margin=dict(l=axis_margin(ticktext, along_y=True, title=False), r=MARGIN_MIN + max(0, math.ceil(spill)), t=top, b=bottom),
+        xaxis=axis("probability", range=[0, 1.12], tickvals=[0, 0.25, 0.5, 0.75, 1.0], ticktext=x_ticks, showgrid=True),
+        yaxis=axis(tickmode="array", tickvals=list(range(n)), ticktext=ticktext, autorange="reversed"),
     )
-    fig.update_xaxes(
-        title=dict(text="probability"), range=[0, 1.12], tickformat=".0%", tickvals=[0, 0.25, 0.5, 0.75, 1.0], showgrid=True
-    )
-    fig.update_yaxes(tickmode="array", tickvals=list(range(n)), ticktext=ticktext, autorange="reversed", automargin=True)
-    return fig
+    return go.Figure(data=[bar], layout=layout)
 
 
 def step_attention(
@@ -140,24 +155,37 @@ def step_attention(
     k_hover, k_tick = token_labels(display(check_tokens(k_tokens, "k_tokens", K, "row's last axis (keys)")))
     where = f"layer {layer + 1}" if layer is not None else ""
     q = f"query: {esc(display([query])[0])}<br>" if query is not None else ""
-    cell = float(np.clip(760 / K, 14, 48))
+    # key labels are turned when they would collide on a plot ~400 px wide (a half-page column)
+    angle = -45 if max(text_px(t) for t in k_tick) > 0.8 * 400 / K else 0
+    x_axis = axis(
+        key_title,
+        type="category" if r.ndim == 2 else "linear",
+        tickmode="array",
+        tickvals=list(range(K)),
+        ticktext=k_tick,
+        tickangle=angle,
+        showgrid=False,
+    )
+    bottom = axis_margin(k_tick, angle=angle, along_y=False, title=True)
+    top = 60 if title else 30
     if r.ndim == 1:
-        fig = go.Figure(
-            go.Bar(
-                x=np.arange(K),
-                y=r,
-                marker=dict(color=r, colorscale=ATTENTION_COLORSCALE, cmin=0, cmax=1, line=dict(color="#6b8fb3", width=0.5)),
-                customdata=np.arange(K),
-                hovertext=[
-                    f"{('<b>' + where + '</b><br>') if where else ''}{q}key: {kh}<br>weight {w:.3f}"
-                    for kh, w in zip(k_hover, r, strict=True)
-                ],
-                hoverinfo="text",
-                name="attention",
-            )
+        trace = dict(
+            type="bar",
+            x=np.arange(K),
+            y=r,
+            marker=dict(color=r, colorscale=ATTENTION_COLORSCALE, cmin=0, cmax=1, line=dict(color="#6b8fb3", width=0.5)),
+            customdata=np.arange(K),
+            hovertext=[
+                f"{('<b>' + where + '</b><br>') if where else ''}{q}key: {kh}<br>weight {w:.3f}"
+                for kh, w in zip(k_hover, r, strict=True)
+            ],
+            hoverinfo="text",
+            name="attention",
         )
-        fig.update_yaxes(title=dict(text="attention weight"), range=[0, 1.02])
-        fig.update_layout(height=300)
+        y_axis = axis("attention weight", range=[0, 1.02])
+        left = axis_margin(["0.8"], along_y=True, title=True)
+        right = MARGIN_MIN + (math.ceil(text_px(k_tick[-1]) / 2) if not angle else 0)  # the last label's right half
+        height = top + bottom + 200
     else:
         H = r.shape[0]
         z = r
@@ -166,23 +194,22 @@ def step_attention(
             mean = head_average(r[:, None, :])  # (H, 1, K) -> (1, K); ablated (all-zero) heads left out
             z = np.concatenate([r, np.full((1, K), np.nan, np.float32), mean], axis=0)  # (H + 2, K)
             names += ["\u2002", "mean of heads"]
-        fig = go.Figure(
-            go.Heatmap(
-                z=z.astype(np.float32),
-                x=k_hover,
-                y=names,
-                **weight_colors(),
-                hoverongaps=False,
-                xgap=1,
-                ygap=1,
-                hovertemplate=(f"<b>{where}, " if where else "<b>")
-                + "%{y}</b><br>"
-                + q
-                + "key: %{x}<br>weight %{z:.3f}<extra></extra>",
-                name="attention",
-            )
+        trace = dict(
+            type="heatmap",
+            z=z.astype(np.float32),
+            x=k_hover,
+            y=names,
+            **weight_colors(),
+            hoverongaps=False,
+            xgap=1,
+            ygap=1,
+            hovertemplate=(f"<b>{where}, " if where else "<b>")
+            + "%{y}</b><br>"
+            + q
+            + "key: %{x}<br>weight %{z:.3f}<extra></extra>",
+            name="attention",
         )
-        fig.update_yaxes(
+        y_axis = axis(
             type="category",
             autorange="reversed",
             tickmode="array",
@@ -190,19 +217,18 @@ def step_attention(
             ticktext=names,
             showgrid=False,
         )
-        fig.update_layout(height=int(len(names) * 30 + 190))
-    fig.update_xaxes(
-        title=dict(text=key_title),
-        type="category" if r.ndim == 2 else "linear",
-        tickmode="array",
-        tickvals=list(range(K)),
-        ticktext=k_tick,
-        tickangle=-45 if cell < 48 else 0,
-        automargin=True,
-        showgrid=False,
+        left = axis_margin(names, along_y=True, title=False)
+        right = colorbar_margin("weight")
+        height = top + bottom + 30 * len(names) + 20
+    layout = base_layout(
+        title,
+        showlegend=False,
+        height=int(height),
+        margin=dict(l=max(left, overhang(k_tick, FONT["size"], angle)), r=right, t=top, b=bottom),
+        xaxis=x_axis,
+        yaxis=y_axis,
     )
-    fig.update_layout(**base_layout(title), showlegend=False)
-    return fig
+    return go.Figure(data=[trace], layout=layout)
 
 
 # -- beam search -----------------------------------------------------------------------------------
