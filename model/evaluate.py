@@ -66,7 +66,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--src-lang", default="en")
     ap.add_argument("--tgt-lang", default="de")
     ap.add_argument("--beam-size", type=int, default=5)
-    ap.add_argument("--alpha", type=float, default=1.5, help="GNMT length penalty for beam search (1.5: best of 0.6/1.0/1.5 on val)")
+    ap.add_argument(
+        "--alpha", type=float, default=1.5, help="GNMT length penalty for beam search (1.5: best of 0.6/1.0/1.5 on val)"
+    )
     ap.add_argument("--limit", type=int, default=None, help="only the first N sentences")
     ap.add_argument("--device", default=None)
     ap.add_argument("--no-save", action="store_true", help="do not write metrics.json")
