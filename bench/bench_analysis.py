@@ -1,0 +1,168 @@
+"""Benchmark 1: analysis latency on the English-German model, with and without attention maps.
+
+    python bench/bench_analysis.py [--ckpt DIR] [--quick]
+
+"with attention" is ``model.analysis.analyze``: tokenize, encode, greedy decode step by step with
+every attention map returned (``generate_steps``), then one teacher-forced pass for the full
+``(L, H, T_q, T_k)`` maps, as numpy: exactly what the app computes for a new sentence.
+"without attention" is ``model.decoding.greedy_batch`` on the same tokens (tokenize + decode to
+text included), the fused ``scaled_dot_product_attention`` path with the key/value cache.
+Both produce the same translation (asserted). Sources are 5, 15 and 40 caption-style words.
+Target (model issue): the 15-word sentence with all attention in <= 50 ms on the CPU.
+"""
+
+from __future__ import annotations
+
+import time
+
+import benchlib as bl
+import torch
+
+from model.analysis import analyze, prepare_source, teacher_forced
+from model.decoding import generate_steps, greedy_batch, max_new_tokens
+
+TARGET_MS = 50.0
+
+
+def run(loaded, *, repeats: int = 30, warmup: int = 5, lengths=(5, 15, 40)) -> dict:
+    """Time analyze vs greedy_batch for each sentence length; returns rows and the target verdict."""
+    model, tok = loaded.model, loaded.tokenizer
+    cfg = model.cfg
+    rows = []
+    for n_words in lengths:
+        text = bl.SENTENCES[n_words]
+        assert bl.words(text) == n_words, (n_words, bl.words(text))
+        ref = analyze(model, tok, text)
+
+        def plain(text=text):
+            src = prepare_source(tok, text, cfg.max_len)
+            out = greedy_batch(model, torch.tensor([src.ids]), max_new=min(max_new_tokens(model, len(src.ids)), cfg.max_len - 1))[
+                0
+            ]
+            return tok.decode(out).strip(), out
+
+        assert plain()[1] == ref.out_ids, "greedy_batch and analyze disagree on the translation"
+        src = ref.source
+        budget = min(max_new_tokens(model, len(src.ids)), cfg.max_len - 1)
+        tgt_in = [cfg.bos_id] + ref.out_ids
+        tgt_out = ref.out_ids + [cfg.eos_id]
+
+        def steps_only(src=src, budget=budget):
+            return [s.chosen for s in generate_steps(model, src.ids, max_new=budget, k=1)]
+
+        def tf_only(src=src, tgt_in=tgt_in, tgt_out=tgt_out):
+            return teacher_forced(model, src.ids, tgt_in[: cfg.max_len], tgt_out[: cfg.max_len])
+
+        t = bl.measure_many(
+            {
+                "analyze": lambda text=text: analyze(model, tok, text),
+                "greedy": plain,
+                "steps": steps_only,
+                "teacher_forced": tf_only,
+            },
+            repeats=repeats,
+            warmup=warmup,
+        )
+        rows.append(
+            {
+                "words": n_words,
+                "src_tokens": len(src.ids),
+                "out_tokens": len(ref.out_ids) + int(ref.finished),  # decoding steps (incl. <eos> when it came)
+                "analyze": t["analyze"],
+                "greedy_no_attention": t["greedy"],
+                "part_steps_with_weights": t["steps"],
+                "part_teacher_forced": t["teacher_forced"],
+                "attention_overhead": t["analyze"].median_ms / t["greedy"].median_ms,
+                "translation": ref.translation,
+            }
+        )
+    threads = thread_sweep(model, tok, bl.SENTENCES[15], repeats=repeats, warmup=warmup)
+    r15 = next((r for r in rows if r["words"] == 15), None)
+    met = None if r15 is None else r15["analyze"].median_ms <= TARGET_MS
+    return {
+        "rows": rows,
+        "threads": threads,
+        "target": {"what": "15 words, all attention, median ms", "limit_ms": TARGET_MS, "met": met},
+    }
+
+
+def thread_sweep(model, tok, text: str, *, repeats: int, warmup: int) -> dict:
+    """analyze(text) with 1 thread and with torch's default (one per core): the per-step ops are small."""
+    n = torch.get_num_threads()
+    out = {}
+    for k in sorted({1, n}):
+        torch.set_num_threads(k)
+        try:
+            out[k] = bl.measure(lambda: analyze(model, tok, text), repeats=repeats, warmup=warmup)
+        finally:
+            torch.set_num_threads(n)
+    return out
+
+
+def profile_analyze(model, tok, text: str, n: int = 10) -> str:
+    """torch.profiler table of ``n`` calls of analyze(text): the top operators by self CPU time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    analyze(model, tok, text)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(n):
+            analyze(model, tok, text)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20)
+
+
+def table(res: dict) -> str:
+    rows = [
+        [
+            r["words"],
+            r["src_tokens"],
+            r["out_tokens"],
+            f"{r['analyze'].median_ms:.1f}",
+            f"{r['part_steps_with_weights'].median_ms:.1f} + {r['part_teacher_forced'].median_ms:.1f}",
+            f"{r['greedy_no_attention'].median_ms:.1f}",
+            f"{r['attention_overhead']:.2f}x",
+        ]
+        for r in res["rows"]
+    ]
+    head = [
+        "words",
+        "src tokens",
+        "out tokens",
+        "analyze, all attention (ms)",
+        "= steps + teacher-forced pass (ms)",
+        "greedy, no attention (ms)",
+        "cost of attention",
+    ]
+    t = res["target"]
+    foot = (
+        ""
+        if t["met"] is None
+        else f"\n\nTarget: 15 words with all attention <= {t['limit_ms']:.0f} ms: **{bl.verdict(t['met'])}**."
+    )
+    th = res.get("threads", {})
+    if len(th) > 1:
+        foot += (
+            "\nThreads, 15 words, analyze: "
+            + ", ".join(f"{k} thread(s) {v.median_ms:.1f} ms" for k, v in sorted(th.items()))
+            + "."
+        )
+    return bl.md_table(head, rows) + foot
+
+
+def main() -> None:
+    ap = bl.base_args(__doc__.splitlines()[0])
+    ap.add_argument("--profile", action="store_true", help="print a torch.profiler table of analyze on the 15-word sentence")
+    args = ap.parse_args()
+    repeats, warmup = bl.reps(args, 30, 5)
+    loaded = bl.load(args.ckpt)
+    t0 = time.perf_counter()
+    res = run(loaded, repeats=repeats, warmup=warmup, lengths=(5, 15) if args.quick else (5, 15, 40))
+    res |= {"checkpoint": loaded.path, "repeats": repeats, "warmup": warmup, "seconds": time.perf_counter() - t0}
+    print(table(res))
+    if args.profile:
+        print(profile_analyze(loaded.model, loaded.tokenizer, bl.SENTENCES[15]))
+    if not args.no_write:
+        print(f"\nwrote {bl.write_result('analysis', res)}")
+
+
+if __name__ == "__main__":
+    main()

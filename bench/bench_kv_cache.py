@@ -1,0 +1,134 @@
+"""Benchmark 2: incremental decoding with the key/value cache against full recomputation per step.
+
+    python bench/bench_kv_cache.py [--ckpt DIR] [--quick]
+
+One source (the 15-word sentence) is encoded once; then 10, 30 and 60 output tokens are decoded
+greedily with <eos> (and <pad>, <bos>) forbidden, so every run makes exactly that many steps.
+
+cached: ``model.decoding.Decoder.step`` feeds only the newest token; the decoder's self-attention
+keys/values of earlier positions come from the cache (the path greedy decoding and the app use).
+full:   every step runs ``Transformer.decode`` on the whole prefix ``[<bos>, y_1 .. y_t]`` and keeps
+the last row, what a decoder without a cache does.
+
+Both get the encoder memory and the cross-attention keys/values precomputed, so the ratio is the
+effect of the self-attention cache alone. The outputs must be identical: the same tokens, and
+logits equal up to float rounding (``torch.allclose``, atol 1e-4): asserted, with the largest
+difference recorded. Attention weights are not requested (fused attention).
+"""
+
+from __future__ import annotations
+
+import time
+
+import benchlib as bl
+import torch
+
+from model.analysis import prepare_source
+from model.decoding import Decoder
+
+
+def forbid(cfg, logits):
+    """Logits ``(B, V)`` with <pad>, <bos>, <eos> made impossible: decoding runs its full length."""
+    logits = logits.clone()
+    logits[:, [cfg.pad_id, cfg.bos_id, cfg.eos_id]] = float("-inf")
+    return logits
+
+
+@torch.inference_mode()
+def decode_cached(model, src, enc, n: int):
+    """n greedy steps with the cache: (ids (n,), logits (n, V))."""
+    cfg = model.cfg
+    dec = Decoder(model, src, enc=enc)
+    nxt = torch.full((1, 1), cfg.bos_id, dtype=torch.long)
+    ids, logits = [], []
+    for _ in range(n):
+        lg = dec.step(nxt).logits[:, -1]  # (1, V)
+        logits.append(lg[0])
+        nxt = forbid(cfg, lg).argmax(-1, keepdim=True)  # (1, 1)
+        ids.append(int(nxt))
+    return ids, torch.stack(logits)
+
+
+@torch.inference_mode()
+def decode_full(model, enc, cross_kv, n: int):
+    """n greedy steps, each recomputing the decoder over the whole prefix: (ids (n,), logits (n, V))."""
+    cfg = model.cfg
+    ys = torch.full((1, 1), cfg.bos_id, dtype=torch.long)  # (1, t)
+    ids, logits = [], []
+    for _ in range(n):
+        lg = model.decode(ys, enc, cross_kv=cross_kv).logits[:, -1]  # (1, V): last position only
+        logits.append(lg[0])
+        nxt = forbid(cfg, lg).argmax(-1, keepdim=True)
+        ids.append(int(nxt))
+        ys = torch.cat([ys, nxt], dim=1)
+    return ids, torch.stack(logits)
+
+
+def run(loaded, *, repeats: int = 10, warmup: int = 2, lengths=(10, 30, 60)) -> dict:
+    model, tok = loaded.model, loaded.tokenizer
+    src_ids = prepare_source(tok, bl.SENTENCES[15], model.cfg.max_len).ids
+    src = torch.tensor([src_ids])  # (1, S)
+    with torch.inference_mode():
+        enc = model.encode(src)
+        cross_kv = model.cross_kv(enc)
+    rows = []
+    for n in lengths:
+        if n + 1 > model.cfg.max_len:
+            continue
+        ids_c, lg_c = decode_cached(model, src, enc, n)
+        ids_f, lg_f = decode_full(model, enc, cross_kv, n)
+        max_diff = float((lg_c - lg_f).abs().max())
+        assert ids_c == ids_f, f"{n} tokens: cached and full decoding chose different tokens"
+        assert torch.allclose(lg_c, lg_f, atol=1e-4, rtol=1e-4), f"{n} tokens: logits differ by {max_diff}"
+        t = bl.measure_many(
+            {"cached": lambda n=n: decode_cached(model, src, enc, n), "full": lambda n=n: decode_full(model, enc, cross_kv, n)},
+            repeats=repeats,
+            warmup=warmup,
+        )
+        rows.append(
+            {
+                "out_tokens": n,
+                "cached": t["cached"],
+                "full": t["full"],
+                "speedup": t["full"].median_ms / t["cached"].median_ms,
+                "identical_tokens": ids_c == ids_f,
+                "max_abs_logit_diff": max_diff,
+            }
+        )
+    return {"src_tokens": len(src_ids), "rows": rows}
+
+
+def table(res: dict) -> str:
+    rows = [
+        [
+            r["out_tokens"],
+            f"{r['cached'].median_ms:.1f}",
+            f"{r['full'].median_ms:.1f}",
+            f"{r['speedup']:.2f}x",
+            f"{r['cached'].median_ms / r['out_tokens']:.2f}",
+            f"{r['full'].median_ms / r['out_tokens']:.2f}",
+            f"same tokens, max logit diff {r['max_abs_logit_diff']:.1e}",
+        ]
+        for r in res["rows"]
+    ]
+    head = ["out tokens", "KV cache (ms)", "full recompute (ms)", "speed-up", "ms/token cached", "ms/token full", "outputs"]
+    return (
+        bl.md_table(head, rows)
+        + f"\n\nSource: the 15-word sentence ({res['src_tokens']} tokens); encoder and cross K/V computed once for both."
+    )
+
+
+def main() -> None:
+    args = bl.base_args(__doc__.splitlines()[0]).parse_args()
+    repeats, warmup = bl.reps(args, 10, 2)
+    loaded = bl.load(args.ckpt)
+    t0 = time.perf_counter()
+    res = run(loaded, repeats=repeats, warmup=warmup, lengths=(10, 30) if args.quick else (10, 30, 60))
+    res |= {"checkpoint": loaded.path, "repeats": repeats, "warmup": warmup, "seconds": time.perf_counter() - t0}
+    print(table(res))
+    if not args.no_write:
+        print(f"\nwrote {bl.write_result('kv_cache', res)}")
+
+
+if __name__ == "__main__":
+    main()

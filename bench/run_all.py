@@ -1,0 +1,176 @@
+"""Run every benchmark in one process and write the tables into bench/README.md.
+
+    python bench/run_all.py [--ckpt DIR] [--models DIR] [--model en-de] [--quick] [--skip app,marian,...]
+
+Order: analysis (1), KV cache (2), nn.Transformer (3), MarianMTModel (4), app in Chromium (5, 6),
+figure payload per view (6), cost growth (7). Every comparison (with/without attention, cached/
+full, ours/nn.Transformer, ours/Marian) is timed interleaved inside this one process. The app
+benchmark starts its own ``streamlit run`` servers (that is what it measures).
+
+Writes ``bench/results/<name>.json`` per benchmark, ``bench/results/all.json``, and replaces the
+part of ``bench/README.md`` between ``<!-- results:start -->`` and ``<!-- results:end -->``
+(the hand-written notes around it stay).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+import traceback
+
+import bench_analysis
+import bench_app
+import bench_growth
+import bench_kv_cache
+import bench_payload
+import bench_vs_marian
+import bench_vs_torch
+import benchlib as bl
+
+README = bl.ROOT / "bench" / "README.md"
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+NAMES = ("analysis", "kv_cache", "vs_torch", "vs_marian", "app", "app_no_gc", "payload", "growth")
+NO_GC = ["--runner.postScriptGC=false"]  # the proposed fix for the redraw time: no gc.collect(2) after every rerun
+TITLES = {
+    "analysis": "1. Analysis latency (encode + greedy decode + every attention map)",
+    "kv_cache": "2. KV cache: incremental decoding vs full recomputation",
+    "vs_torch": "3. Against torch.nn.Transformer (same dimensions, same weights)",
+    "vs_marian": "4. Against Hugging Face MarianMTModel (same dimensions, random weights, output_attentions=True)",
+    "app": "5–6. The app in Chromium: cold start, redraw, memory, websocket payload",
+    "app_no_gc": "5–6b. The same with `streamlit run --runner.postScriptGC=false` (proposed fix)",
+    "payload": "6. Figure payload per view (plotly JSON sent to the browser)",
+    "growth": "7. Cost growth with the source length",
+}
+
+
+def machine_block(m: dict, ckpt, command: str) -> str:
+    return "\n".join(
+        [
+            f"- Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}",
+            f"- Software: Python {m['python']}, torch {m['torch']} with {m['torch_threads']} threads",
+            f"- Checkpoint: `{ckpt.relative_to(bl.ROOT) if ckpt.is_relative_to(bl.ROOT) else ckpt}`",
+            f"- Run: {m['utc']} UTC; load average at start {m['load_avg_1m_at_start']}",
+            f"- Command: `{command}`",
+        ]
+    )
+
+
+def update_readme(block: str) -> None:
+    text = README.read_text() if README.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
+    if START not in text or END not in text:
+        text += f"\n{START}\n{END}\n"
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    README.write_text(f"{head}{START}\n{block}\n{END}{tail}")
+
+
+def analysis_job(loaded, profile: bool, reps: dict, short: dict) -> dict:
+    res = bench_analysis.run(loaded, **reps, **short)
+    if profile:
+        res["profile"] = bench_analysis.profile_analyze(loaded.model, loaded.tokenizer, bl.SENTENCES[15])
+        print(res["profile"])
+    return res
+
+
+def main() -> None:
+    ap = bl.base_args(__doc__.splitlines()[0])
+    ap.add_argument("--models", help="folder of checkpoint folders for the app (ATTENTION_EXPLORER_MODELS); default pretrained/")
+    ap.add_argument("--model", help="checkpoint name inside it (default: the app's default)")
+    ap.add_argument("--skip", default="", help=f"comma-separated benchmarks to leave out: {','.join(NAMES)}")
+    ap.add_argument("--profile", action="store_true", help="torch.profiler tables for benchmarks 1 and 3")
+    ap.add_argument("--py-spy", action="store_true", help="py-spy profile of the app server during benchmark 5")
+    args = ap.parse_args()
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    command = "python " + " ".join(shlex.quote(a) for a in ["bench/run_all.py", *sys.argv[1:]])
+    loaded = bl.load(args.ckpt)
+    quick = args.quick
+    machine = bl.machine()
+    print(
+        f"checkpoint {loaded.path}; {machine['cpu']}, {machine['cores']} cores, torch {machine['torch']}, {machine['torch_threads']} threads",
+        flush=True,
+    )
+
+    def reps(r, w) -> dict:
+        """repeats/warmup (and the lengths a smoke test keeps) for a benchmark's run()."""
+        return dict(zip(("repeats", "warmup"), bl.reps(args, r, w), strict=True))
+
+    short = {"lengths": (5, 15)} if quick else {}
+
+    jobs = {
+        "analysis": (lambda: analysis_job(loaded, args.profile, reps(30, 5), short), bench_analysis.table),
+        "kv_cache": (
+            lambda: bench_kv_cache.run(loaded, **reps(10, 2), **({"lengths": (10, 30)} if quick else {})),
+            bench_kv_cache.table,
+        ),
+        "vs_torch": (
+            lambda: bench_vs_torch.run(loaded, **reps(15, 3), profile=args.profile),
+            bench_vs_torch.table,
+        ),
+        "vs_marian": (lambda: bench_vs_marian.run(loaded, **reps(20, 3), **short), bench_vs_marian.table),
+        "app": (
+            lambda: bench_app.run(
+                models=args.models,
+                model=args.model,
+                cold=1 if quick else 3,
+                moves=2 if quick else 6,
+                sentences=3 if quick else 10,
+                py_spy=args.py_spy,
+            ),
+            bench_app.table,
+        ),
+        "app_no_gc": (
+            lambda: bench_app.run(
+                models=args.models,
+                model=args.model,
+                cold=1 if quick else 3,
+                moves=2 if quick else 6,
+                sentences=3 if quick else 10,
+                flags=NO_GC,
+            ),
+            bench_app.table,
+        ),
+        "payload": (lambda: bench_payload.run(models=args.models, model=args.model), bench_payload.table),
+        "growth": (
+            lambda: bench_growth.run(loaded, **reps(10, 2), models=args.models, model=args.model, quick=quick),
+            bench_growth.table,
+        ),
+    }
+    results, sections = {}, []
+    t_all = time.perf_counter()
+    for name in NAMES:
+        if name in skip:
+            continue
+        run, table = jobs[name]
+        print(f"\n## {TITLES[name]}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            res = run()
+        except Exception as e:  # one failing benchmark must not lose the others' numbers
+            traceback.print_exc()
+            res = {"error": f"{type(e).__name__}: {e}"}
+            text = f"**failed**: `{res['error']}`"
+        else:
+            text = table(res)
+        res["seconds"] = time.perf_counter() - t0
+        res["checkpoint"] = loaded.path
+        results[name] = res
+        print(text, flush=True)
+        if not args.no_write and "error" not in res:
+            bl.write_result(name, res)
+            if name == "growth":
+                bench_growth.write_html(res)
+        sections.append(f"### {TITLES[name]}\n\n{text}")
+    print(f"\nall benchmarks: {time.perf_counter() - t_all:.0f} s")
+    if args.no_write:
+        return
+    path = bl.write_result("all", results)
+    block = "\n\n".join([machine_block(machine, loaded.path, command), *sections])
+    if quick:
+        block = "_Smoke test (`--quick`): these numbers mean nothing._\n\n" + block
+    update_readme(block)
+    print(f"wrote {path} and {README}")
+
+
+if __name__ == "__main__":
+    main()
