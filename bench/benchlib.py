@@ -215,3 +215,71 @@ def reps(args, repeats: int, warmup: int) -> tuple[int, int]:
 
 def verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
+
+
+# -- other processes ----------------------------------------------------------------------------
+
+
+def _proc_table() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, CPU seconds used so far) of every process, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(d)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)  # ppid, utime + stime
+    return out
+
+
+class ForeignCPU:
+    """CPU seconds other processes (not this one or its descendants) use while it runs.
+
+    A background thread samples /proc once a second. Use as a context manager; ``seconds`` is the
+    total afterwards. The benchmarks assume an otherwise idle machine: more than a few percent of
+    a core taken by others makes their numbers (and ratios with 2 threads) unreliable.
+    """
+
+    def __init__(self, period: float = 1.0):
+        self.period, self.seconds, self._stop = period, 0.0, None
+
+    def _mine(self, table: dict) -> set[int]:
+        mine, changed = {os.getpid()}, True
+        while changed:
+            changed = False
+            for pid, (ppid, _) in table.items():
+                if ppid in mine and pid not in mine:
+                    mine.add(pid)
+                    changed = True
+        return mine
+
+    def _loop(self) -> None:
+        last = _proc_table()
+        while not self._stop.wait(self.period):
+            now = _proc_table()
+            mine = self._mine(now)
+            self.seconds += sum(max(0.0, cpu - last.get(pid, (0, cpu))[1]) for pid, (_, cpu) in now.items() if pid not in mine)
+            last = now
+
+    def __enter__(self) -> ForeignCPU:
+        import threading
+
+        self._stop = threading.Event()
+        self._t0 = time.perf_counter()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.wall = time.perf_counter() - self._t0
+
+    @property
+    def share(self) -> float:
+        """Average cores' worth used by other processes (0.05 = 5 % of one core)."""
+        return self.seconds / max(self.wall, 1e-9)

@@ -145,13 +145,18 @@ def main() -> None:
         print(f"\n## {TITLES[name]}", flush=True)
         t0 = time.perf_counter()
         try:
-            res = run()
+            with bl.ForeignCPU() as foreign:
+                res = run()
         except Exception as e:  # one failing benchmark must not lose the others' numbers
             traceback.print_exc()
             res = {"error": f"{type(e).__name__}: {e}"}
             text = f"**failed**: `{res['error']}`"
         else:
             text = table(res)
+            res["other_processes_cpu_share"] = foreign.share
+            if foreign.share > 0.05:
+                text += f"\n\n**Warning**: other processes used {foreign.share:.0%} of a core during this benchmark; its numbers are unreliable."
+            print(f"(other processes: {foreign.seconds:.1f} CPU s in {foreign.wall:.0f} s)", flush=True)
         res["seconds"] = time.perf_counter() - t0
         res["checkpoint"] = loaded.path
         results[name] = res

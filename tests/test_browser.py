@@ -121,6 +121,11 @@ def _z_rows(page: Page, key: str) -> int:
     )
 
 
+# expect() keeps its own 5 s default, apart from the page's timeout: the first page load includes the model
+# load and can take longer on a busy 2-core machine.
+expect.set_options(timeout=90_000)
+
+
 def _screenshot(page: Page, name: str) -> None:
     """The whole page (Streamlit scrolls inside its main block, so the viewport is grown to fit it first)."""
     height = page.evaluate("Math.max(...[...document.querySelectorAll('[data-testid=stMain]')].map(e => e.scrollHeight), 600)")
