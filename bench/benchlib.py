@@ -159,6 +159,7 @@ def machine() -> dict:
         "cores": cores,
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "load_avg_1m_at_start": round(os.getloadavg()[0], 2),

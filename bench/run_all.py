@@ -14,10 +14,12 @@ part of ``bench/README.md`` between ``<!-- results:start -->`` and ``<!-- result
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 import time
 import traceback
+from pathlib import Path
 
 import bench_analysis
 import bench_app
@@ -48,7 +50,7 @@ def machine_block(m: dict, ckpt, command: str) -> str:
     return "\n".join(
         [
             f"- Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}",
-            f"- Software: Python {m['python']}, torch {m['torch']} with {m['torch_threads']} threads",
+            f"- Software: Python {m['python']}, torch {m['torch']} with {m['torch_threads']} threads ({m['cpus_usable']} CPUs usable)",
             f"- Checkpoint: `{ckpt.relative_to(bl.ROOT) if ckpt.is_relative_to(bl.ROOT) else ckpt}`",
             f"- Run: {m['utc']} UTC; load average at start {m['load_avg_1m_at_start']}",
             f"- Command: `{command}`",
@@ -73,6 +75,52 @@ def analysis_job(loaded, profile: bool, reps: dict, short: dict) -> dict:
     return res
 
 
+TABLES = {
+    "analysis": bench_analysis.table,
+    "kv_cache": bench_kv_cache.table,
+    "vs_torch": bench_vs_torch.table,
+    "vs_marian": bench_vs_marian.table,
+    "app": bench_app.table,
+    "app_no_gc": bench_app.table,
+    "payload": bench_payload.table,
+    "growth": bench_growth.table,
+}
+
+
+def as_timings(x):
+    """JSON results back into ``Timing`` objects where a dict has exactly Timing's fields (for the tables)."""
+    if isinstance(x, dict):
+        if set(x) == set(bl.Timing.__dataclass_fields__):
+            return bl.Timing(**x)
+        return {k: as_timings(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [as_timings(v) for v in x]
+    return x
+
+
+def render(results: dict) -> str:
+    """The README block (machine, command, one table per benchmark) from ``all.json``-shaped results."""
+    results = as_timings(results)
+    run = results["_run"]
+    ckpt = Path(run["checkpoint"])
+    parts = [machine_block(run["machine"], ckpt, run["command"])]
+    if run.get("quick"):
+        parts.insert(0, "_Smoke test (`--quick`): these numbers mean nothing._")
+    for name in NAMES:
+        res = results.get(name)
+        if res is None:
+            continue
+        if "error" in res:
+            text = f"**failed**: `{res['error']}`"
+        else:
+            text = TABLES[name](res)
+            share = res.get("other_processes_cpu_share", 0.0)
+            if share > 0.05:
+                text += f"\n\n**Warning**: other processes used {share:.0%} of a core during this benchmark; its numbers are unreliable."
+        parts.append(f"### {TITLES[name]}\n\n{text}")
+    return "\n\n".join(parts)
+
+
 def main() -> None:
     ap = bl.base_args(__doc__.splitlines()[0])
     ap.add_argument("--models", help="folder of checkpoint folders for the app (ATTENTION_EXPLORER_MODELS); default pretrained/")
@@ -80,7 +128,12 @@ def main() -> None:
     ap.add_argument("--skip", default="", help=f"comma-separated benchmarks to leave out: {','.join(NAMES)}")
     ap.add_argument("--profile", action="store_true", help="torch.profiler tables for benchmarks 1 and 3")
     ap.add_argument("--py-spy", action="store_true", help="py-spy profile of the app server during benchmark 5")
+    ap.add_argument("--from-results", action="store_true", help="only rewrite bench/README.md from bench/results/all.json")
     args = ap.parse_args()
+    if args.from_results:
+        update_readme(render(json.loads((bl.RESULTS / "all.json").read_text())))
+        print(f"rewrote {README} from {bl.RESULTS / 'all.json'}")
+        return
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     command = "python " + " ".join(shlex.quote(a) for a in ["bench/run_all.py", *sys.argv[1:]])
     loaded = bl.load(args.ckpt)
@@ -136,7 +189,7 @@ def main() -> None:
             bench_growth.table,
         ),
     }
-    results, sections = {}, []
+    results = {}
     t_all = time.perf_counter()
     for name in NAMES:
         if name in skip:
@@ -165,15 +218,12 @@ def main() -> None:
             bl.write_result(name, res)
             if name == "growth":
                 bench_growth.write_html(res)
-        sections.append(f"### {TITLES[name]}\n\n{text}")
     print(f"\nall benchmarks: {time.perf_counter() - t_all:.0f} s")
     if args.no_write:
         return
+    results["_run"] = {"command": command, "machine": machine, "checkpoint": loaded.path, "quick": quick}
     path = bl.write_result("all", results)
-    block = "\n\n".join([machine_block(machine, loaded.path, command), *sections])
-    if quick:
-        block = "_Smoke test (`--quick`): these numbers mean nothing._\n\n" + block
-    update_readme(block)
+    update_readme(render(bl.jsonable(results)))
     print(f"wrote {path} and {README}")
 
 
