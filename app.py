@@ -266,27 +266,24 @@ def show(fig, key: str, *, csv: tuple | None = None, on_select=None) -> None:
         selection_mode="points",
     )
     with st.container(horizontal=True, gap="small"):
-        st.download_button(
-            "Figure (HTML)",
-            data=partial(vx.figure_html, fig),
-            file_name=f"{key}.html",
-            mime="text/html",
-            on_click="ignore",
-            key=f"{key}__html",
-            icon=":material/download:",
-            type="tertiary",
-        )
+        download("Figure (HTML)", partial(vx.figure_html, fig), f"{key}.html", "text/html")
         if csv is not None:
-            st.download_button(
-                "Map (CSV)",
-                data=partial(vx.attention_csv, *csv[:3], predicted=csv[3] if len(csv) > 3 else None),
-                file_name=f"{key}.csv",
-                mime="text/csv",
-                on_click="ignore",
-                key=f"{key}__csv",
-                icon=":material/download:",
-                type="tertiary",
-            )
+            data = partial(vx.attention_csv, *csv[:3], predicted=csv[3] if len(csv) > 3 else None)
+            download("Map (CSV)", data, f"{key}.csv", "text/csv")
+
+
+def download(label: str, data, file_name: str, mime: str, *, kind: str = "tertiary") -> None:
+    """A small download link; ``data`` is a callable, so the file is built only when clicked."""
+    st.download_button(
+        label,
+        data=data,
+        file_name=file_name,
+        mime=mime,
+        on_click="ignore",
+        key=f"{file_name}__download",
+        icon=":material/download:",
+        type=kind,
+    )
 
 
 CHIP = "display:inline-block;margin:2px 3px;padding:1px 7px;border-radius:6px;font-family:monospace;font-size:0.95rem;"
@@ -491,15 +488,7 @@ def view_translate(ctx: Ctx) -> None:
         st.dataframe(hyp, width="stretch")
         show(vs.beam_tree(a.beam["nodes"], a.beam["best_path"]), "beam_tree")
 
-    st.download_button(
-        "Whole analysis (JSON)",
-        data=partial(analysis_json, a),
-        file_name="attention-analysis.json",
-        mime="application/json",
-        on_click="ignore",
-        key="json_translate",
-        icon=":material/download:",
-    )
+    download("Whole analysis (JSON)", partial(analysis_json, a), "attention-analysis.json", "application/json", kind="secondary")
 
 
 def analysis_json(a: Analysis) -> str:
@@ -507,6 +496,12 @@ def analysis_json(a: Analysis) -> str:
 
 
 def view_attention(ctx: Ctx) -> None:
+    attention_panel(ctx)
+
+
+@st.fragment
+def attention_panel(ctx: Ctx) -> None:
+    """Mosaics and zoom of one analysis: the kind radio and the toggle rerun only this panel."""
     ms = MapSet.of(ctx.a)
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     with c1:
@@ -528,7 +523,7 @@ def view_attention(ctx: Ctx) -> None:
     with c1:
         attention_zoom(ctx, kind)
     with c2:
-        attn, q, k, pred = MapSet.of(ctx.a).kind(kind)
+        attn, q, k, pred = ms.kind(kind)
         avg = va.layer_average(attn)  # (L, Q, K)
         st.caption("Each layer's mean over its heads: what the layer as a whole attends to.")
         fig = va.attention_mosaic(
@@ -546,7 +541,30 @@ def attention_zoom(ctx: Ctx, kind: str) -> None:
     w = pick_map(attn, layer, head)
     title = f"{KIND_NAMES[kind]}, {head_label(layer, head)}"
     fig = va.attention_heatmap(w, q, k, title=title, kind=kind, predicted=pred, layer=layer, head=head)
-    show(fig, "zoom", csv=(w, q, k, pred))
+    show(fig, "zoom", csv=(w, q, k, pred), on_select="rerun")
+    cell = clicked_cell("zoom", *w.shape)
+    if cell is None:
+        st.caption("Click a cell to see what its query attends to in every head of this layer.")
+        return
+    qi, ki = cell
+    query = vt.display([q[qi]])[0] + (f" → {vt.display([pred[qi]])[0]}" if pred is not None else "")
+    st.markdown(
+        f"Query {qi} **{query}** gives key {ki} **{vt.display([k[ki]])[0]}** weight **{w[qi, ki]:.3f}** "
+        f"({head_label(layer, head)}). Its whole row, in every head of layer {layer + 1}:"
+    )
+    row = attn[layer, :, qi, :]  # (H, K): this query's weights in each head
+    fig = vs.step_attention(row, k, title=f"Query {qi} ({query}), layer {layer + 1}", query=q[qi], layer=layer)
+    show(fig, "zoom_row", csv=(row, [f"head {h + 1}" for h in range(row.shape[0])], k))
+
+
+def clicked_cell(chart_key: str, n_q: int, n_k: int) -> tuple[int, int] | None:
+    """(query, key) of the last heatmap cell clicked in chart ``chart_key``, if it lies inside an ``n_q x n_k`` map."""
+    points = st.session_state.get(chart_key, {}).get("selection", {}).get("points", [])
+    cd = points[0].get("customdata") if points else None
+    if not isinstance(cd, list) or len(cd) != 2:
+        return None
+    qi, ki = int(cd[0]), int(cd[1])
+    return (qi, ki) if 0 <= qi < n_q and 0 <= ki < n_k else None
 
 
 def view_steps(ctx: Ctx) -> None:
@@ -983,16 +1001,7 @@ def view_stats(ctx: Ctx) -> None:
             for c in df.columns
         },
     )
-    st.download_button(
-        "Table (CSV)",
-        data=partial(df.to_csv, index=False),
-        file_name="head-statistics.csv",
-        mime="text/csv",
-        on_click="ignore",
-        key="stats_csv",
-        icon=":material/download:",
-        type="tertiary",
-    )
+    download("Table (CSV)", partial(df.to_csv, index=False), "head-statistics.csv", "text/csv")
     st.subheader("Attention rollout (encoder)")
     st.caption(
         "Rollout of layer l: Â = ½·I + ½·mean over heads of A, rows renormalised, multiplied from layer 1 to l. Row i: how much each source token contributes to encoder output i, through all layers."

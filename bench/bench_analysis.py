@@ -13,8 +13,6 @@ Target (model issue): the 15-word sentence with all attention in <= 50 ms on the
 
 from __future__ import annotations
 
-import time
-
 import benchlib as bl
 import torch
 
@@ -111,33 +109,17 @@ def profile_analyze(model, tok, text: str, n: int = 10) -> str:
 
 
 def table(res: dict) -> str:
-    rows = [
-        [
-            r["words"],
-            r["src_tokens"],
-            r["out_tokens"],
-            f"{r['analyze'].median_ms:.1f}",
-            f"{r['part_steps_with_weights'].median_ms:.1f} + {r['part_teacher_forced'].median_ms:.1f}",
-            f"{r['greedy_no_attention'].median_ms:.1f}",
-            f"{r['attention_overhead']:.2f}x",
-        ]
-        for r in res["rows"]
-    ]
-    head = [
-        "words",
-        "src tokens",
-        "out tokens",
-        "analyze, all attention (ms)",
-        "= steps + teacher-forced pass (ms)",
-        "greedy, no attention (ms)",
-        "cost of attention",
-    ]
+    columns = {
+        "words": "words",
+        "src tokens": "src_tokens",
+        "out tokens": "out_tokens",
+        "analyze, all attention (ms)": "analyze",
+        "= steps + teacher-forced pass (ms)": lambda r: f"{r['part_steps_with_weights']} + {r['part_teacher_forced']}",
+        "greedy, no attention (ms)": "greedy_no_attention",
+        "cost of attention": ("attention_overhead", "{:.2f}x"),
+    }
     t = res["target"]
-    foot = (
-        ""
-        if t["met"] is None
-        else f"\n\nTarget: 15 words with all attention <= {t['limit_ms']:.0f} ms: **{bl.verdict(t['met'])}**."
-    )
+    foot = "" if t["met"] is None else "\n\n" + bl.target_line(f"15 words with all attention <= {t['limit_ms']:.0f} ms", t["met"])
     th = res.get("threads", {})
     if len(th) > 1:
         foot += (
@@ -145,23 +127,19 @@ def table(res: dict) -> str:
             + ", ".join(f"{k} thread(s) {v.median_ms:.1f} ms" for k, v in sorted(th.items()))
             + "."
         )
-    return bl.md_table(head, rows) + foot
+    return bl.results_table(res["rows"], columns) + foot
 
 
 def main() -> None:
     ap = bl.base_args(__doc__.splitlines()[0])
     ap.add_argument("--profile", action="store_true", help="print a torch.profiler table of analyze on the 15-word sentence")
     args = ap.parse_args()
-    repeats, warmup = bl.reps(args, 30, 5)
-    loaded = bl.load(args.ckpt)
-    t0 = time.perf_counter()
-    res = run(loaded, repeats=repeats, warmup=warmup, lengths=(5, 15) if args.quick else (5, 15, 40))
-    res |= {"checkpoint": loaded.path, "repeats": repeats, "warmup": warmup, "seconds": time.perf_counter() - t0}
-    print(table(res))
-    if args.profile:
+
+    def profile(loaded) -> None:
         print(profile_analyze(loaded.model, loaded.tokenizer, bl.SENTENCES[15]))
-    if not args.no_write:
-        print(f"\nwrote {bl.write_result('analysis', res)}")
+
+    lengths = (5, 15) if args.quick else (5, 15, 40)
+    bl.run_script("analysis", args, run, table, (30, 5), after_table=profile if args.profile else None, lengths=lengths)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,6 @@ difference recorded. Attention weights are not requested (fused attention).
 
 from __future__ import annotations
 
-import time
-
 import benchlib as bl
 import torch
 
@@ -99,35 +97,24 @@ def run(loaded, *, repeats: int = 10, warmup: int = 2, lengths=(10, 30, 60)) -> 
 
 
 def table(res: dict) -> str:
-    rows = [
-        [
-            r["out_tokens"],
-            f"{r['cached'].median_ms:.1f}",
-            f"{r['full'].median_ms:.1f}",
-            f"{r['speedup']:.2f}x",
-            f"{r['cached'].median_ms / r['out_tokens']:.2f}",
-            f"{r['full'].median_ms / r['out_tokens']:.2f}",
-            f"same tokens, max logit diff {r['max_abs_logit_diff']:.1e}",
-        ]
-        for r in res["rows"]
-    ]
-    head = ["out tokens", "KV cache (ms)", "full recompute (ms)", "speed-up", "ms/token cached", "ms/token full", "outputs"]
+    columns = {
+        "out tokens": "out_tokens",
+        "KV cache (ms)": "cached",
+        "full recompute (ms)": "full",
+        "speed-up": ("speedup", "{:.2f}x"),
+        "ms/token cached": lambda r: f"{r['cached'].median_ms / r['out_tokens']:.2f}",
+        "ms/token full": lambda r: f"{r['full'].median_ms / r['out_tokens']:.2f}",
+        "outputs": ("max_abs_logit_diff", "same tokens, max logit diff {:.1e}"),
+    }
     return (
-        bl.md_table(head, rows)
+        bl.results_table(res["rows"], columns)
         + f"\n\nSource: the 15-word sentence ({res['src_tokens']} tokens); encoder and cross K/V computed once for both."
     )
 
 
 def main() -> None:
     args = bl.base_args(__doc__.splitlines()[0]).parse_args()
-    repeats, warmup = bl.reps(args, 10, 2)
-    loaded = bl.load(args.ckpt)
-    t0 = time.perf_counter()
-    res = run(loaded, repeats=repeats, warmup=warmup, lengths=(10, 30) if args.quick else (10, 30, 60))
-    res |= {"checkpoint": loaded.path, "repeats": repeats, "warmup": warmup, "seconds": time.perf_counter() - t0}
-    print(table(res))
-    if not args.no_write:
-        print(f"\nwrote {bl.write_result('kv_cache', res)}")
+    bl.run_script("kv_cache", args, run, table, (10, 2), lengths=(10, 30) if args.quick else (10, 30, 60))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ logits bias; neither changes the cost noticeably. Target: ours >= 1.5x faster.
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import benchlib as bl
@@ -151,38 +150,33 @@ def run(loaded, *, repeats: int = 20, warmup: int = 3, lengths=(5, 15, 40)) -> d
 
 
 def table(res: dict) -> str:
-    rows = [
-        [
-            r["words"],
-            r["src_tokens"],
-            r["decoder_rows"],
-            f"{r['ours'].median_ms:.1f}",
-            f"{r['marian'].median_ms:.1f}",
-            f"{r['speedup']:.2f}x",
-        ]
-        for r in res["rows"]
-    ]
-    head = ["words", "src tokens", "decoder rows", "ours: analyze (ms)", "MarianMTModel generate + maps (ms)", "ours faster by"]
+    columns = {
+        "words": "words",
+        "src tokens": "src_tokens",
+        "decoder rows": "decoder_rows",
+        "ours: analyze (ms)": "ours",
+        "MarianMTModel generate + maps (ms)": "marian",
+        "ours faster by": ("speedup", "{:.2f}x"),
+    }
     p = res["params"]
     return (
-        bl.md_table(head, rows)
+        bl.results_table(res["rows"], columns)
         + f"\n\nParameters: ours {p['ours'] / 1e6:.2f} M, Marian {p['marian'] / 1e6:.2f} M (adds a final logits bias; learned nothing else)."
-        + f"\nTarget: ours >= {TARGET}x faster: **{bl.verdict(res['target']['met'])}**."
+        + "\n"
+        + bl.target_line(f"ours >= {TARGET}x faster", res["target"]["met"])
     )
+
+
+def run_quietly(loaded, **kwargs) -> dict:
+    """``run`` with Python warnings silenced, as the script runs it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return run(loaded, **kwargs)
 
 
 def main() -> None:
     args = bl.base_args(__doc__.splitlines()[0]).parse_args()
-    repeats, warmup = bl.reps(args, 20, 3)
-    loaded = bl.load(args.ckpt)
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = run(loaded, repeats=repeats, warmup=warmup, lengths=(5, 15) if args.quick else (5, 15, 40))
-    res |= {"checkpoint": loaded.path, "repeats": repeats, "warmup": warmup, "seconds": time.perf_counter() - t0}
-    print(table(res))
-    if not args.no_write:
-        print(f"\nwrote {bl.write_result('vs_marian', res)}")
+    bl.run_script("vs_marian", args, run_quietly, table, (20, 3), lengths=(5, 15) if args.quick else (5, 15, 40))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ sides' training step (the top operators by self CPU time).
 from __future__ import annotations
 
 import math
-import time
 import warnings
 
 import benchlib as bl
@@ -257,22 +256,19 @@ def profile_steps(steps: dict) -> dict:
 
 
 def table(res: dict) -> str:
-    rows = [
-        [
-            r["step"],
-            f"{r['ours'].median_ms:.1f}",
-            f"{r['theirs'].median_ms:.1f}",
-            f"{r['ours_tok_s']:,.0f}",
-            f"{r['theirs_tok_s']:,.0f}",
-            f"{r['ratio']:.2f}",
-        ]
-        for r in res["rows"]
-    ]
-    head = ["step", "ours (ms)", "nn.Transformer (ms)", "ours (tok/s)", "nn.Transformer (tok/s)", "ours / theirs"]
+    columns = {
+        "step": "step",
+        "ours (ms)": "ours",
+        "nn.Transformer (ms)": "theirs",
+        "ours (tok/s)": ("ours_tok_s", "{:,.0f}"),
+        "nn.Transformer (tok/s)": ("theirs_tok_s", "{:,.0f}"),
+        "ours / theirs": ("ratio", "{:.2f}"),
+    }
     return (
-        bl.md_table(head, rows)
+        bl.results_table(res["rows"], columns)
         + f"\n\nBatch: {res['batch']}, {res['tokens_per_batch']} tokens. Same weights, logits equal to {res['max_abs_logit_diff']:.1e}."
-        + f"\nTarget: ours / nn.Transformer >= 1.0 in both: **{bl.verdict(res['target']['met'])}**."
+        + "\n"
+        + bl.target_line("ours / nn.Transformer >= 1.0 in both", res["target"]["met"])
     )
 
 
@@ -280,14 +276,7 @@ def main() -> None:
     ap = bl.base_args(__doc__.splitlines()[0])
     ap.add_argument("--profile", action="store_true", help="print torch.profiler tables of both training steps")
     args = ap.parse_args()
-    repeats, warmup = bl.reps(args, 15, 3)
-    loaded = bl.load(args.ckpt)
-    t0 = time.perf_counter()
-    res = run(loaded, repeats=repeats, warmup=warmup, profile=args.profile)
-    res |= {"checkpoint": loaded.path, "repeats": repeats, "warmup": warmup, "seconds": time.perf_counter() - t0}
-    print(table(res))
-    if not args.no_write:
-        print(f"\nwrote {bl.write_result('vs_torch', res)}")
+    bl.run_script("vs_torch", args, run, table, (15, 3), profile=args.profile)
 
 
 if __name__ == "__main__":

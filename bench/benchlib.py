@@ -174,6 +174,36 @@ def md_table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+Cell = str | tuple[str, str] | Callable[[dict], object]
+"""How ``results_table`` fills a column from a result row: see there."""
+
+
+def results_table(rows: list[dict], columns: dict[str, Cell]) -> str:
+    """A GitHub markdown table of result rows: one line per row, one column per ``columns`` item.
+
+    ``columns`` maps each header to what its cells show, from the row ``r``:
+
+    - ``key``: ``r[key]`` as it is (a ``Timing`` shows its median in ms with one decimal);
+    - ``(key, template)``: ``template.format(r[key])``, e.g. ``("speedup", "{:.2f}x")``;
+    - a function of ``r``, for anything else.
+    """
+
+    def cell(r: dict, how: Cell) -> object:
+        if callable(how):
+            return how(r)
+        if isinstance(how, tuple):
+            key, template = how
+            return template.format(r[key])
+        return r[how]
+
+    return md_table(list(columns), [[cell(r, how) for how in columns.values()] for r in rows])
+
+
+def target_line(what: str, met: bool) -> str:
+    """The sentence under a table that says whether the benchmark's target was met."""
+    return f"Target: {what}: **{verdict(met)}**."
+
+
 def jsonable(x):
     """Dataclasses (``Timing``) and paths as plain JSON values."""
     if isinstance(x, Timing):
@@ -216,6 +246,37 @@ def reps(args, repeats: int, warmup: int) -> tuple[int, int]:
 
 def verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
+
+
+def run_script(
+    name: str,
+    args: argparse.Namespace,
+    run: Callable[..., dict],
+    table: Callable[[dict], str],
+    defaults: tuple[int, int],
+    *,
+    after_table: Callable[[Loaded], object] | None = None,
+    **run_kwargs,
+) -> dict:
+    """What a benchmark script's ``main()`` does once ``args`` (from ``base_args``) are parsed.
+
+    Loads the checkpoint (``--ckpt``), calls ``run(loaded, repeats=..., warmup=..., **run_kwargs)``
+    with the counts ``reps(args, *defaults)`` gives, adds ``checkpoint``, ``repeats``, ``warmup``
+    and the wall-clock ``seconds`` to its result, prints ``table(result)``, then calls
+    ``after_table(loaded)`` if given, and unless ``--no-write`` writes the result to
+    ``bench/results/<name>.json``. Returns the result.
+    """
+    repeats, warmup = reps(args, *defaults)
+    loaded = load(args.ckpt)
+    t0 = time.perf_counter()
+    res = run(loaded, repeats=repeats, warmup=warmup, **run_kwargs)
+    res |= {"checkpoint": loaded.path, "repeats": repeats, "warmup": warmup, "seconds": time.perf_counter() - t0}
+    print(table(res))
+    if after_table is not None:
+        after_table(loaded)
+    if not args.no_write:
+        print(f"\nwrote {write_result(name, res)}")
+    return res
 
 
 # -- other processes ----------------------------------------------------------------------------

@@ -32,15 +32,17 @@ import benchlib as bl
 
 README = bl.ROOT / "bench" / "README.md"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
-NAMES = ("analysis", "kv_cache", "vs_torch", "vs_marian", "app", "app_no_gc", "payload", "growth")
-NO_GC = ["--runner.postScriptGC=false"]  # the proposed fix for the redraw time: no gc.collect(2) after every rerun
+NAMES = ("analysis", "kv_cache", "vs_torch", "vs_marian", "app", "app_gc", "payload", "growth")
+WITH_GC = [
+    "--runner.postScriptGC=true"
+]  # Streamlit's default, before .streamlit/config.toml turned it off: gc.collect(2) after every rerun
 TITLES = {
     "analysis": "1. Analysis latency (encode + greedy decode + every attention map)",
     "kv_cache": "2. KV cache: incremental decoding vs full recomputation",
     "vs_torch": "3. Against torch.nn.Transformer (same dimensions, same weights)",
     "vs_marian": "4. Against Hugging Face MarianMTModel (same dimensions, random weights, output_attentions=True)",
     "app": "5–6. The app in Chromium: cold start, redraw, memory, websocket payload",
-    "app_no_gc": "5–6b. The same with `streamlit run --runner.postScriptGC=false` (proposed fix)",
+    "app_gc": "5–6b. Before the fix: the same with `streamlit run --runner.postScriptGC=true` (Streamlit's default)",
     "payload": "6. Figure payload per view (plotly JSON sent to the browser)",
     "growth": "7. Cost growth with the source length",
 }
@@ -81,7 +83,7 @@ TABLES = {
     "vs_torch": bench_vs_torch.table,
     "vs_marian": bench_vs_marian.table,
     "app": bench_app.table,
-    "app_no_gc": bench_app.table,
+    "app_gc": bench_app.table,
     "payload": bench_payload.table,
     "growth": bench_growth.table,
 }
@@ -150,6 +152,17 @@ def main() -> None:
 
     short = {"lengths": (5, 15)} if quick else {}
 
+    def app_run(**kw):
+        """A run of the app benchmark (cold starts, slider moves, sentences: fewer with --quick)."""
+        return lambda: bench_app.run(
+            models=args.models,
+            model=args.model,
+            cold=1 if quick else 3,
+            moves=2 if quick else 6,
+            sentences=3 if quick else 10,
+            **kw,
+        )
+
     jobs = {
         "analysis": (lambda: analysis_job(loaded, args.profile, reps(30, 5), short), bench_analysis.table),
         "kv_cache": (
@@ -161,28 +174,8 @@ def main() -> None:
             bench_vs_torch.table,
         ),
         "vs_marian": (lambda: bench_vs_marian.run(loaded, **reps(20, 3), **short), bench_vs_marian.table),
-        "app": (
-            lambda: bench_app.run(
-                models=args.models,
-                model=args.model,
-                cold=1 if quick else 3,
-                moves=2 if quick else 6,
-                sentences=3 if quick else 10,
-                py_spy=args.py_spy,
-            ),
-            bench_app.table,
-        ),
-        "app_no_gc": (
-            lambda: bench_app.run(
-                models=args.models,
-                model=args.model,
-                cold=1 if quick else 3,
-                moves=2 if quick else 6,
-                sentences=3 if quick else 10,
-                flags=NO_GC,
-            ),
-            bench_app.table,
-        ),
+        "app": (app_run(py_spy=args.py_spy), bench_app.table),
+        "app_gc": (app_run(flags=WITH_GC), bench_app.table),
         "payload": (lambda: bench_payload.run(models=args.models, model=args.model), bench_payload.table),
         "growth": (
             lambda: bench_growth.run(loaded, **reps(10, 2), models=args.models, model=args.model, quick=quick),

@@ -230,7 +230,10 @@ def analyze(
             "hypotheses": [(tok.decode(h), s) for h, s in res.hypotheses],
         }
     else:
-        chosen = [s.chosen for s in generate_steps(model, src.ids, iv=iv, sampling=settings.sampling(), max_new=budget, k=1)]
+        # Decode on the fused path (no weights): the maps come from one teacher-forced pass below,
+        # which gives the same rows as the steps did (tests/test_transformer.py: KV cache == full pass).
+        steps = generate_steps(model, src.ids, iv=iv, sampling=settings.sampling(), max_new=budget, k=1, need_weights=False)
+        chosen = [s.chosen for s in steps]
         out = strip(chosen, cfg.eos_id)
         finished = bool(chosen) and chosen[-1] == cfg.eos_id
     tgt_in = [cfg.bos_id] + out

@@ -158,8 +158,9 @@ class Step:
                   probabilities are the model's softmax at temperature 1, before any filtering.
     chosen:       the token appended at this step (y_{t+1}); <eos> ends decoding.
     forced:       True if ``chosen`` came from the forced prefix rather than the strategy.
-    self_attn:    ``(n_dec_layers, H, t + 1)`` the new query's causal self-attention over the prefix.
-    cross_attn:   ``(n_dec_layers, H, S)`` the new query's cross-attention over the source.
+    self_attn:    ``(n_dec_layers, H, t + 1)`` the new query's causal self-attention over the prefix
+                  (None if decoding ran without weights).
+    cross_attn:   ``(n_dec_layers, H, S)`` the new query's cross-attention over the source (or None).
     """
 
     t: int
@@ -168,8 +169,8 @@ class Step:
     chosen: int
     forced: bool
     chosen_prob: float
-    self_attn: Tensor
-    cross_attn: Tensor
+    self_attn: Tensor | None
+    cross_attn: Tensor | None
 
 
 @torch.inference_mode()
@@ -182,12 +183,15 @@ def generate_steps(
     forced: Sequence[int] = (),
     k: int = 5,
     max_new: int | None = None,
+    need_weights: bool = True,
 ) -> Iterator[Step]:
     """Decode one source ``src_ids`` (compact ids, ending in <eos>) token by token, yielding a ``Step`` each.
 
     ``forced`` is a target prefix (without <bos>) that is taken as given: at steps t < len(forced)
     the chosen token is forced[t] whatever the model prefers, and decoding continues freely from
     there. That is how a user picks another candidate at step t. Ends after <eos> or ``max_new``.
+    With ``need_weights=False`` the fused attention path runs and ``Step.self_attn`` /
+    ``Step.cross_attn`` are None (same tokens and probabilities).
     """
     cfg = model.cfg
     device = next(model.parameters()).device
@@ -198,7 +202,7 @@ def generate_steps(
     prefix = [cfg.bos_id]
     nxt = prefix[:]
     for t in range(max_new):
-        out = dec.step(torch.tensor([nxt], dtype=torch.long, device=device), need_weights=True)
+        out = dec.step(torch.tensor([nxt], dtype=torch.long, device=device), need_weights=need_weights)
         logits = out.logits[0, -1]  # (V,)
         probs = torch.softmax(logits.float(), dim=-1)
         top = torch.topk(probs, min(k, probs.numel()))
@@ -217,8 +221,8 @@ def generate_steps(
             chosen=chosen,
             forced=was_forced,
             chosen_prob=float(probs[chosen]),
-            self_attn=out.dec_self_attn[:, 0, :, -1].cpu(),  # (L, H, t + 1)
-            cross_attn=out.cross_attn[:, 0, :, -1].cpu(),  # (L, H, S)
+            self_attn=out.dec_self_attn[:, 0, :, -1].cpu() if need_weights else None,  # (L, H, t + 1)
+            cross_attn=out.cross_attn[:, 0, :, -1].cpu() if need_weights else None,  # (L, H, S)
         )
         if chosen == cfg.eos_id:
             return

@@ -183,6 +183,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--ema", type=float, default=0.999, help="EMA decay of the weights (0 turns it off)")
     ap.add_argument("--save-minutes", type=float, default=5.0)
     ap.add_argument("--val-limit", type=int, default=None, help="evaluate on the first N validation pairs")
+    ap.add_argument(
+        "--bleu-after",
+        type=float,
+        default=0.0,
+        help="with --max-minutes: compute validation BLEU only once this share of the budget is used (loss every epoch)",
+    )
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--device", default=None)
@@ -331,9 +337,10 @@ def main(argv=None) -> dict:
             if a.max_minutes and elapsed + (now - t0) > a.max_minutes * 60:
                 stop = True
                 break
-        elapsed += time.time() - t0
         tps = n_tok_epoch / max(time.time() - t0, 1e-9)
-        val_loss, val_bleu, _ = evaluate(model, tok, val_pairs, val_ex, device, a.max_tokens, bleu=not a.ema)
+        # Validation is part of the wall-clock budget: --max-minutes bounds training + evaluation.
+        want_bleu = stop or not a.max_minutes or (elapsed + time.time() - t0) >= a.bleu_after * a.max_minutes * 60
+        val_loss, val_bleu, _ = evaluate(model, tok, val_pairs, val_ex, device, a.max_tokens, bleu=want_bleu and not a.ema)
         row = {
             "epoch": epoch,
             "step": step,
@@ -347,8 +354,12 @@ def main(argv=None) -> dict:
         raw = {k: v.clone() for k, v in model.state_dict().items()}
         if a.ema:
             model.load_state_dict({**raw, **ema})
-            row["ema_val_loss"], row["ema_val_bleu"], _ = evaluate(model, tok, val_pairs, val_ex, device, a.max_tokens)
+            row["ema_val_loss"], row["ema_val_bleu"], _ = evaluate(
+                model, tok, val_pairs, val_ex, device, a.max_tokens, bleu=want_bleu
+            )
             model.load_state_dict(raw)
+        elapsed += time.time() - t0
+        row["minutes"] = elapsed / 60
         with open(log_path, "a", newline="") as f:
             csv.DictWriter(f, fields).writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in row.items()})
         tqdm.write(
