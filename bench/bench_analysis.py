@@ -2,13 +2,18 @@
 
     python bench/bench_analysis.py [--ckpt DIR] [--quick]
 
-"with attention" is ``model.analysis.analyze``: tokenize, encode, greedy decode step by step with
-every attention map returned (``generate_steps``), then one teacher-forced pass for the full
+"with attention" is ``model.analysis.analyze``: tokenize, encode, greedy decode step by step
+(``generate_steps`` on the fused path), then one teacher-forced pass that returns the full
 ``(L, H, T_q, T_k)`` maps, as numpy: exactly what the app computes for a new sentence.
 "without attention" is ``model.decoding.greedy_batch`` on the same tokens (tokenize + decode to
 text included), the fused ``scaled_dot_product_attention`` path with the key/value cache.
 Both produce the same translation (asserted). Sources are 5, 15 and 40 caption-style words.
 Target (model issue): the 15-word sentence with all attention in <= 50 ms on the CPU.
+
+"matrix floor" times only the matrix-vector products one decoding step cannot avoid (every decoder
+layer's projections and feed-forward, and the output projection over the vocabulary), with the
+model's own weights, one after another: a decoder step can be no faster than that, whatever the code
+around it does. Times the number of steps, it is the floor of the greedy decode.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ def run(loaded, *, repeats: int = 30, warmup: int = 5, lengths=(5, 15, 40)) -> d
         tgt_out = ref.out_ids + [cfg.eos_id]
 
         def steps_only(src=src, budget=budget):
-            return [s.chosen for s in generate_steps(model, src.ids, max_new=budget, k=1)]
+            return [s.chosen for s in generate_steps(model, src.ids, max_new=budget, k=1, need_weights=False)]
 
         def tf_only(src=src, tgt_in=tgt_in, tgt_out=tgt_out):
             return teacher_forced(model, src.ids, tgt_in[: cfg.max_len], tgt_out[: cfg.max_len])
@@ -68,7 +73,7 @@ def run(loaded, *, repeats: int = 30, warmup: int = 5, lengths=(5, 15, 40)) -> d
                 "out_tokens": len(ref.out_ids) + int(ref.finished),  # decoding steps (incl. <eos> when it came)
                 "analyze": t["analyze"],
                 "greedy_no_attention": t["greedy"],
-                "part_steps_with_weights": t["steps"],
+                "part_steps": t["steps"],
                 "part_teacher_forced": t["teacher_forced"],
                 "attention_overhead": t["analyze"].median_ms / t["greedy"].median_ms,
                 "translation": ref.translation,
@@ -76,12 +81,65 @@ def run(loaded, *, repeats: int = 30, warmup: int = 5, lengths=(5, 15, 40)) -> d
         )
     threads = thread_sweep(model, tok, bl.SENTENCES[15], repeats=repeats, warmup=warmup)
     r15 = next((r for r in rows if r["words"] == 15), None)
+    floor = matrix_floor(model, repeats=repeats * 5, warmup=warmup)
+    for r in rows:
+        r["matrix_floor_ms"] = floor["step"].median_ms * r["out_tokens"]
     met = None if r15 is None else r15["analyze"].median_ms <= TARGET_MS
     return {
         "rows": rows,
         "threads": threads,
+        "matrix_floor": floor,
         "target": {"what": "15 words, all attention, median ms", "limit_ms": TARGET_MS, "met": met},
     }
+
+
+@torch.inference_mode()
+def matrix_floor(model, *, repeats: int, warmup: int) -> dict:
+    """Time the matrix-vector products of one decoding step (batch 1) with the model's weights.
+
+    Per decoder layer: self-attention W_q, W_k, W_v, W_o, cross-attention W_q, W_o (the memory's
+    keys and values are computed once per source), feed-forward W_1, W_2; then the output projection
+    ``(V, D)``. Returns the timings of the layers and of the output projection, and the megabytes of
+    weights a step reads.
+    """
+    import torch.nn.functional as F
+
+    D = model.cfg.d_model
+    layers = [
+        (lin.weight, lin.bias)
+        for layer in model.decoder
+        for lin in (
+            layer.self_attn.w_q,
+            layer.self_attn.w_k,
+            layer.self_attn.w_v,
+            layer.self_attn.w_o,
+            layer.cross_attn.w_q,
+            layer.cross_attn.w_o,
+            layer.ff.w_1,
+            layer.ff.w_2,
+        )
+    ]
+    out_w = model.tgt_emb.weight if model.generator is None else model.generator.weight  # (V, D)
+    x, h = torch.randn(1, 1, D), torch.randn(1, 1, model.cfg.d_ff)
+
+    def decoder_products():
+        for w, b in layers:
+            F.linear(x if w.size(1) == D else h, w, b)
+
+    def output_projection():
+        return x @ out_w.T  # (1, 1, V)
+
+    def step():
+        decoder_products()
+        output_projection()
+
+    t = bl.measure_many(
+        {"decoder_layers": decoder_products, "output_projection": output_projection, "step": step},
+        repeats=repeats,
+        warmup=warmup,
+    )
+    mb = (sum(w.numel() + b.numel() for w, b in layers) + out_w.numel()) * out_w.element_size() / 2**20
+    return {**t, "weights_mb_per_step": mb}
 
 
 def thread_sweep(model, tok, text: str, *, repeats: int, warmup: int) -> dict:
@@ -114,9 +172,10 @@ def table(res: dict) -> str:
         "src tokens": "src_tokens",
         "out tokens": "out_tokens",
         "analyze, all attention (ms)": "analyze",
-        "= steps + teacher-forced pass (ms)": lambda r: f"{r['part_steps_with_weights']} + {r['part_teacher_forced']}",
+        "= steps + teacher-forced pass (ms)": lambda r: f"{r['part_steps']} + {r['part_teacher_forced']}",
         "greedy, no attention (ms)": "greedy_no_attention",
         "cost of attention": ("attention_overhead", "{:.2f}x"),
+        "matrix floor of the steps (ms)": ("matrix_floor_ms", "{:.1f}"),
     }
     t = res["target"]
     foot = "" if t["met"] is None else "\n\n" + bl.target_line(f"15 words with all attention <= {t['limit_ms']:.0f} ms", t["met"])
@@ -126,6 +185,13 @@ def table(res: dict) -> str:
             "\nThreads, 15 words, analyze: "
             + ", ".join(f"{k} thread(s) {v.median_ms:.1f} ms" for k, v in sorted(th.items()))
             + "."
+        )
+    fl = res.get("matrix_floor")
+    if fl:
+        foot += (
+            f"\nMatrix floor of one decoding step: {fl['step'].median_ms:.2f} ms ({fl['weights_mb_per_step']:.1f} MB of float32"
+            f" weights read: decoder layers {fl['decoder_layers'].median_ms:.2f} ms, output projection over the vocabulary"
+            f" {fl['output_projection'].median_ms:.2f} ms)."
         )
     return bl.results_table(res["rows"], columns) + foot
 

@@ -16,8 +16,11 @@ inference step: one teacher-forced forward ``logits = f(src, tgt[:, :-1])`` in e
 ``torch.inference_mode`` (ours without attention weights: the fused path).
 training step:  forward, label-smoothed cross-entropy (0.1), backward, gradient clipping (1.0),
 AdamW step, in train mode (dropout on), float32.
+greedy translation: the whole batch translated greedily, generated tokens/s: ours with its key/value
+cache (``model.decoding.greedy_batch``), nn.Transformer the way it is used without one (the decoder
+re-run over the prefix at each step); the outputs are compared.
 
-Target: ours / theirs >= 1.0 tokens/s in both. ``--profile`` prints a torch.profiler table of both
+Target: ours / theirs >= 1.0 tokens/s in the forward and the training step. ``--profile`` prints a torch.profiler table of both
 sides' training step (the top operators by self CPU time).
 """
 
@@ -32,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from model.data import default_data_dir, pad_batch, read_pairs, split_file, token_batches
+from model.decoding import greedy_batch, max_new_tokens, strip
 from model.train import encode_pairs
 from model.transformer import Transformer, TransformerConfig, sinusoidal_encoding
 
@@ -164,6 +168,32 @@ def check_same_function(ours, theirs, src, tgt) -> float:
     return diff
 
 
+@torch.inference_mode()
+def reference_greedy(theirs: TorchReference, src, max_new: int) -> list[list[int]]:
+    """Greedy decoding as ``nn.Transformer`` is used (PyTorch's translation tutorial): the encoder
+    once, then the whole decoder over the prefix at every step, since it has no key/value cache.
+    Returns each row's ids without <bos>/<eos>, like ``model.decoding.greedy_batch``."""
+    cfg, core = theirs.cfg, theirs.core
+    scale = math.sqrt(cfg.d_model)
+    src_pad = src == cfg.pad_id  # (B, S)
+    memory = core.encoder(theirs.src_emb(src) * scale + theirs.pe[: src.size(1)], src_key_padding_mask=src_pad)
+    ys = torch.full((src.size(0), 1), cfg.bos_id, dtype=torch.long)  # (B, 1)
+    done = torch.zeros(src.size(0), dtype=torch.bool)
+    for _ in range(max_new):
+        T = ys.size(1)
+        y = theirs.tgt_emb(ys) * scale + theirs.pe[:T]  # (B, T, D)
+        causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # True = masked
+        h = core.decoder(y, memory, tgt_mask=causal, memory_key_padding_mask=src_pad, tgt_is_causal=True)  # (B, T, D)
+        last = h[:, -1]  # (B, D)
+        logits = last @ theirs.tgt_emb.weight.T if theirs.generator is None else theirs.generator(last)  # (B, V)
+        nxt = torch.where(done, torch.full_like(done, cfg.pad_id, dtype=torch.long), logits.argmax(-1))  # (B,)
+        ys = torch.cat([ys, nxt[:, None]], dim=1)  # (B, T + 1)
+        done |= nxt == cfg.eos_id
+        if bool(done.all()):
+            break
+    return [strip([i for i in row if i != cfg.pad_id], cfg.eos_id) for row in ys[:, 1:].tolist()]
+
+
 def train_step_fn(m, fwd, src, tgt, pad_id: int):
     """One training step of ``m`` (``fwd(src, tgt_in) -> logits``), as model.train does it in float32."""
     decay = [p for p in m.parameters() if p.dim() >= 2]
@@ -203,6 +233,15 @@ def run(loaded, *, repeats: int = 15, warmup: int = 3, profile: bool = False) ->
     t_inf = bl.measure_many(
         {"ours": infer(lambda s, t: ours(s, t).logits), "theirs": infer(theirs)}, repeats=repeats, warmup=warmup
     )
+    max_new = max_new_tokens(ours, src.size(1))
+    ours_out, theirs_out = greedy_batch(ours, src, max_new=max_new), reference_greedy(theirs, src, max_new)
+    same_outputs = ours_out == theirs_out
+    n_generated = sum(len(o) + 1 for o in ours_out)  # + <eos> (or the budget's last token)
+    t_gen = bl.measure_many(
+        {"ours": lambda: greedy_batch(ours, src, max_new=max_new), "theirs": lambda: reference_greedy(theirs, src, max_new)},
+        repeats=max(3, repeats // 3),
+        warmup=1,
+    )
     ours.train(), theirs.train()
     for p in [*ours.parameters(), *theirs.parameters()]:
         p.requires_grad_(True)
@@ -212,8 +251,12 @@ def run(loaded, *, repeats: int = 15, warmup: int = 3, profile: bool = False) ->
     }
     t_train = bl.measure_many(steps, repeats=max(3, repeats // 2), warmup=max(1, warmup // 2))
     rows = []
-    for name, t in (("inference step (forward)", t_inf), ("training step (fwd + bwd + AdamW)", t_train)):
-        ours_tps, theirs_tps = n_tok / (t["ours"].median_ms / 1000), n_tok / (t["theirs"].median_ms / 1000)
+    for name, t, n in (
+        ("inference step (forward)", t_inf, n_tok),
+        ("training step (fwd + bwd + AdamW)", t_train, n_tok),
+        ("greedy translation of the batch (generated tokens)", t_gen, n_generated),
+    ):
+        ours_tps, theirs_tps = n / (t["ours"].median_ms / 1000), n / (t["theirs"].median_ms / 1000)
         rows.append(
             {
                 "step": name,
@@ -232,8 +275,10 @@ def run(loaded, *, repeats: int = 15, warmup: int = 3, profile: bool = False) ->
             for k in ("d_model", "n_heads", "d_ff", "n_enc_layers", "n_dec_layers", "dropout", "norm_first", "vocab_size")
         },
         "max_abs_logit_diff": diff,
+        "greedy_same_outputs": same_outputs,
+        "generated_tokens": n_generated,
         "rows": rows,
-        "target": {"what": "ours/theirs tokens/s in both steps", "limit": 1.0, "met": all(r["ratio"] >= 1.0 for r in rows)},
+        "target": {"what": "ours/theirs tokens/s in both steps", "limit": 1.0, "met": all(r["ratio"] >= 1.0 for r in rows[:2])},
     }
     if profile:
         res["profile"] = profile_steps(steps)
@@ -267,6 +312,9 @@ def table(res: dict) -> str:
     return (
         bl.results_table(res["rows"], columns)
         + f"\n\nBatch: {res['batch']}, {res['tokens_per_batch']} tokens. Same weights, logits equal to {res['max_abs_logit_diff']:.1e}."
+        + f" Greedy translation: {res['generated_tokens']} tokens generated, "
+        + ("the same outputs on both sides" if res["greedy_same_outputs"] else "**outputs differ**")
+        + " (ours with its key/value cache; nn.Transformer, which has none, re-runs the decoder over the prefix each step)."
         + "\n"
         + bl.target_line("ours / nn.Transformer >= 1.0 in both", res["target"]["met"])
     )

@@ -417,9 +417,10 @@ class ForwardResult:
 def band(n_q: int, n_k: int, offset: int, *, causal: bool, window: int | None, device=None) -> Tensor | None:
     """Self-attention mask ``(n_q, n_k)``: True where query i (at position offset + i) may see key j.
 
-    causal: keys j <= position (section 3.2.3); window: |position - j| < window. None if all allowed.
+    causal: keys j <= position (section 3.2.3); window: |position - j| < window. None if every
+    query may see every key (e.g. one new query with a cache and no window), so attention skips the mask.
     """
-    if not causal and window is None:
+    if window is None and (not causal or (n_q == 1 and offset + 1 >= n_k)):
         return None
     q_pos = torch.arange(n_q, device=device)[:, None] + offset  # (n_q, 1)
     k_pos = torch.arange(n_k, device=device)[None, :]  # (1, n_k)
@@ -563,6 +564,7 @@ class Transformer(nn.Module):
         self_allowed = band(T_new, past + T_new, past, causal=iv.causal, window=iv.window, device=tgt.device)
         if cross_kv is None:
             cross_kv = self.cross_kv(enc)
+        cross_allowed = None if bool(enc.src_allowed.all()) else enc.src_allowed  # no masked key: no mask
         new_cache, self_maps, cross_maps = [], [], []
         for i, layer in enumerate(self.decoder):
             y, kv, w_self, w_cross = layer(
@@ -570,7 +572,7 @@ class Transformer(nn.Module):
                 None if cache is None else cache[i],
                 cross_kv[i],
                 self_allowed,
-                enc.src_allowed,
+                cross_allowed,
                 temperature=iv.temperature,
                 self_head_mask=iv.head_mask("dec_self", i, self.cfg.n_heads),
                 cross_head_mask=iv.head_mask("cross", i, self.cfg.n_heads),

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -197,3 +198,30 @@ def test_type_translate_and_step(page: Page, app_url: str):
     expect(page.get_by_role("slider", name="Step")).to_have_attribute("aria-valuetext", "2")
     expect(page.locator(".st-key-sentence input")).to_have_value(first)
     expect(page.locator("[data-testid=stException]")).to_have_count(0)
+
+
+def test_click_a_zoom_cell_shows_that_querys_row(page: Page, app_url: str):
+    """A click on a cell of the zoomed heatmap selects (query, key) and draws that query's row in every head."""
+    first, _ = SENTENCES
+    query = urllib.parse.urlencode({"model": MODEL, "view": "attention", "kind": "enc_self", "sentence": first})
+    page.goto(f"{app_url}/?{query}")
+    _wait_idle(page)
+    gd = page.locator(".st-key-zoom .js-plotly-plot")
+    expect(gd).to_be_visible()
+    expect(page.get_by_text("Click a cell to see what its query attends to")).to_be_visible()
+    # page coordinates of the centre of cell (query 1, key 2), from plotly's own axis mapping
+    gd.scroll_into_view_if_needed()
+    x, y = page.evaluate(
+        """() => {
+            const gd = document.querySelector('.st-key-zoom .js-plotly-plot');
+            const fl = gd._fullLayout, box = gd.getBoundingClientRect();
+            return [box.left + fl._size.l + fl.xaxis.l2p(2), box.top + fl._size.t + fl.yaxis.l2p(1)];
+        }"""
+    )
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+    expect(page.get_by_text("Its whole row, in every head of layer")).to_be_visible()
+    expect(page.get_by_text("Query 1", exact=False).first).to_be_visible()
+    expect(page.locator(".st-key-zoom_row .js-plotly-plot")).to_be_visible()
+    expect(page.locator("[data-testid=stException]")).to_have_count(0)
+    _screenshot(page, "browser-zoom-click.png")
