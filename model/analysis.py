@@ -41,6 +41,7 @@ class DecodeSettings:
     top_p: float = 1.0
     seed: int = 0
     max_new: int | None = None
+    early_stop: bool = True  # beam search: stop once beam_size hypotheses have finished
 
     def __post_init__(self) -> None:
         if self.method not in ("greedy", "beam", "sample"):
@@ -220,7 +221,15 @@ def analyze(
     budget = min(settings.max_new or max_new_tokens(model, len(src.ids)), cfg.max_len - 1)
     beam = None
     if settings.method == "beam":
-        res = beam_search(model, src.ids, beam_size=settings.beam_size, alpha=settings.alpha, iv=iv, max_new=budget)
+        res = beam_search(
+            model,
+            src.ids,
+            beam_size=settings.beam_size,
+            alpha=settings.alpha,
+            early_stop=settings.early_stop,
+            iv=iv,
+            max_new=budget,
+        )
         out = res.hypotheses[0][0]
         end = res.nodes[res.best_path[-1]]
         finished = end.token == cfg.eos_id

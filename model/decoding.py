@@ -280,14 +280,18 @@ def beam_search(
     alpha: float = 0.6,
     iv: Interventions = NO_INTERVENTIONS,
     max_new: int | None = None,
+    early_stop: bool = True,
 ) -> BeamResult:
     """Beam search for one source (compact ids ending in <eos>), with the GNMT length penalty.
 
     Keeps ``beam_size`` live hypotheses; each step expands them with the 2 x beam_size best
-    next tokens, moves hypotheses ending in <eos> to the finished list (scored
-    logprob / lp(length incl. <eos>)), and stops once ``beam_size`` have finished or the
-    budget is spent (live ones are then finished as they are). With beam_size 1 this is greedy
-    decoding exactly. Raises ValueError if beam_size < 1.
+    next tokens and moves hypotheses ending in <eos> to the finished list (scored
+    logprob / lp(length incl. <eos>)). With ``early_stop`` it stops once ``beam_size`` have
+    finished; without, it goes on while the best live hypothesis, scored as if it ended now,
+    still beats the worst of the ``beam_size`` best finished ones (Hugging Face's
+    ``early_stopping=False`` rule), which lets longer hypotheses finish. Either way it stops when
+    the budget is spent (live ones are then finished as they are). With beam_size 1 this is
+    greedy decoding exactly (it always stops at the first <eos>). Raises ValueError if beam_size < 1.
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -319,10 +323,14 @@ def beam_search(
                 new_rows.append(row)
                 new_tokens.append(token)
                 new_logp.append(score)
-            if len(new_live) == beam_size or len(finished) >= beam_size:
+            if len(new_live) == beam_size or (len(finished) >= beam_size and (early_stop or beam_size == 1)):
                 break
-        if len(finished) >= beam_size or not new_live:
+        if not new_live or (len(finished) >= beam_size and (early_stop or beam_size == 1)):
             break
+        if len(finished) >= beam_size:
+            worst_kept = sorted((nodes[i].score for i in finished), reverse=True)[beam_size - 1]
+            if max(new_logp) / length_penalty(t + 1, alpha) <= worst_kept:
+                break  # no live hypothesis can still enter the best beam_size
         live = new_live
         live_logp = torch.tensor(new_logp, device=device)
         dec.reorder(torch.tensor(new_rows, dtype=torch.long, device=device))

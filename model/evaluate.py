@@ -23,7 +23,14 @@ from model.train import encode_pairs
 
 
 def translate(
-    loaded, sources: list[str], *, beam_size: int = 1, alpha: float = 0.6, max_tokens: int = 4096, progress: bool = True
+    loaded,
+    sources: list[str],
+    *,
+    beam_size: int = 1,
+    alpha: float = 0.6,
+    early_stop: bool = True,
+    max_tokens: int = 4096,
+    progress: bool = True,
 ) -> list[str]:
     """Translate ``sources`` with greedy decoding (batched, ``beam_size`` 1) or beam search (one by one)."""
     model, tok = loaded.model, loaded.tokenizer
@@ -39,7 +46,7 @@ def translate(
                 hyps[i] = tok.decode(out).strip()
     else:
         for i, (src_ids, _) in enumerate(tqdm(ex, desc=f"beam {beam_size}", disable=not progress)):
-            res = beam_search(model, src_ids, beam_size=beam_size, alpha=alpha)
+            res = beam_search(model, src_ids, beam_size=beam_size, alpha=alpha, early_stop=early_stop)
             hyps[i] = tok.decode(res.hypotheses[0][0]).strip()
     return hyps
 
@@ -69,6 +76,14 @@ def main(argv=None) -> dict:
     ap.add_argument(
         "--alpha", type=float, default=1.5, help="GNMT length penalty for beam search (1.5: best of 0.6/1.0/1.5 on val)"
     )
+    ap.add_argument(
+        "--early-stop",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="beam search stops once beam-size hypotheses have finished (--no-early-stop: while a live one can still beat them)",
+    )
+    ap.add_argument("--greedy-only", action="store_true", help="skip beam search")
+    ap.add_argument("--beam-only", action="store_true", help="skip greedy decoding")
     ap.add_argument("--limit", type=int, default=None, help="only the first N sentences")
     ap.add_argument("--device", default=None)
     ap.add_argument("--no-save", action="store_true", help="do not write metrics.json")
@@ -82,22 +97,23 @@ def main(argv=None) -> dict:
     torch.set_grad_enabled(False)
     srcs, refs = [s for s, _ in pairs], [t for _, t in pairs]
     results = {"split": a.split, "sentences": len(pairs)}
-    for name, beam in (("greedy", 1), (f"beam{a.beam_size}", a.beam_size)):
+    runs = [("greedy", 1)] * (not a.beam_only) + [(f"beam{a.beam_size}", a.beam_size)] * (not a.greedy_only)
+    for name, beam in runs:
         t0 = time.time()
-        hyps = translate(loaded, srcs, beam_size=beam, alpha=a.alpha)
+        hyps = translate(loaded, srcs, beam_size=beam, alpha=a.alpha, early_stop=a.early_stop)
         s = score(hyps, refs) | {"seconds": round(time.time() - t0, 1)}
         if beam > 1:
-            s |= {"beam_size": beam, "alpha": a.alpha}
+            s |= {"beam_size": beam, "alpha": a.alpha, "early_stop": a.early_stop}
             if a.hyps_out:
                 Path(a.hyps_out).write_text("\n".join(hyps) + "\n")
         results[name] = s
         print(f"[{name}] {s['bleu_line']}")
         print(f"[{name}] {s['chrf_line']}")
-    print(f"signature: {results['greedy']['bleu_signature']}")
+    print(f"signature: {results[runs[0][0]]['bleu_signature']}")
     if not a.no_save:
         mpath = Path(a.model) / "metrics.json"
         metrics = json.loads(mpath.read_text()) if mpath.exists() else {}
-        metrics.setdefault("evaluation", {})[a.split] = results
+        metrics.setdefault("evaluation", {}).setdefault(a.split, {}).update(results)
         mpath.write_text(json.dumps(metrics, indent=2) + "\n")
     return results
 

@@ -1,0 +1,253 @@
+"""Properties of model/decoding.py and model/analysis.py on tiny random models and the toy reverse model.
+
+Greedy, beam search, sampling and the step API must agree with one another and with a full
+(teacher-forced) pass: beam size 1 is greedy, a padded batch decodes like its sentences one by one,
+the step API's attention rows are the rows of the full maps, a forced prefix is kept, sampling is
+repeatable and its filters keep a distribution, and ``analyze`` shows the maps of the translation
+it made.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model.analysis import DecodeSettings, analyze, step_trace
+from model.checkpoint import PRETRAINED, load_checkpoint
+from model.decoding import (
+    SamplingSettings,
+    beam_search,
+    decode_ids,
+    filtered_probs,
+    generate_steps,
+    greedy_batch,
+    length_penalty,
+)
+from model.transformer import Interventions, Transformer, TransformerConfig
+
+V, PAD, BOS, EOS = 23, 0, 1, 2
+
+
+def make_model(seed: int = 0, **overrides) -> Transformer:
+    """A tiny eval-mode model with random weights and a peaky untied generator, so that outputs vary
+    from step to step and from source to source (and end with <eos> at random lengths)."""
+    cfg = dict(
+        vocab_size=V,
+        d_model=16,
+        n_heads=4,
+        d_ff=32,
+        n_enc_layers=2,
+        n_dec_layers=2,
+        dropout=0.0,
+        max_len=24,
+        tie_embeddings=False,
+    )
+    cfg.update(overrides)
+    torch.manual_seed(seed)
+    model = Transformer(TransformerConfig(**cfg)).eval()
+    with torch.no_grad():
+        model.generator.weight.normal_(0.0, 1.0)
+        model.generator.weight[[PAD, BOS]] = 0.0  # logit 0: rarely the largest
+    return model
+
+
+def src_ids(seed: int, n: int = 6) -> list[int]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, V, (n,), generator=g).tolist() + [EOS]
+
+
+@pytest.fixture(scope="module")
+def reverse():
+    return load_checkpoint(PRETRAINED / "reverse", "cpu")
+
+
+def greedy_one(model, ids, **kw) -> list[int]:
+    return greedy_batch(model, torch.tensor([ids]), **kw)[0]
+
+
+# -- greedy and beam ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("early_stop", [True, False])
+def test_beam_size_one_equals_greedy(seed, early_stop):
+    model = make_model(seed)
+    ids = src_ids(seed)
+    res = beam_search(model, ids, beam_size=1, alpha=0.6, early_stop=early_stop)
+    assert res.hypotheses[0][0] == greedy_one(model, ids)
+
+
+def test_beam_size_one_equals_greedy_on_the_reverse_model(reverse):
+    tok = reverse.tokenizer
+    for text in (" a b c", " q w e r t y", " z y x w v u t s"):
+        ids = tok.encode(text) + [tok.eos_id]
+        assert beam_search(reverse.model, ids, beam_size=1).hypotheses[0][0] == greedy_one(reverse.model, ids)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_beam_scores_are_logprob_over_length_penalty_and_sorted(seed):
+    model = make_model(seed)
+    ids = src_ids(seed)
+    res = beam_search(model, ids, beam_size=4, alpha=1.0)
+    scores = [s for _, s in res.hypotheses]
+    assert scores == sorted(scores, reverse=True)
+    # recompute the best hypothesis's log-probability with one teacher-forced pass
+    out = res.hypotheses[0][0]
+    end = res.nodes[res.best_path[-1]]
+    tgt = torch.tensor([[BOS] + out + ([EOS] if end.token == EOS else [])])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([ids]), tgt[:, :-1]).logits[0], -1)  # (T, V)
+    total = float(logp[torch.arange(tgt.size(1) - 1), tgt[0, 1:]].sum())
+    assert total == pytest.approx(end.logprob, abs=1e-4)
+    assert scores[0] == pytest.approx(total / length_penalty(tgt.size(1) - 1, 1.0), abs=1e-4)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_searching_on_never_finds_a_worse_best_hypothesis(seed):
+    """Without early stopping the search goes on from where it would have stopped: its finished set
+    contains the early one, so its best score can only be higher or equal."""
+    model = make_model(seed)
+    ids = src_ids(seed)
+    early = beam_search(model, ids, beam_size=3, alpha=1.5, early_stop=True)
+    longer = beam_search(model, ids, beam_size=3, alpha=1.5, early_stop=False)
+    assert longer.hypotheses[0][1] >= early.hypotheses[0][1] - 1e-6
+    assert len(longer.nodes) >= len(early.nodes)
+
+
+def test_beam_tree_is_consistent():
+    model = make_model(3)
+    res = beam_search(model, src_ids(3), beam_size=3, alpha=0.6)
+    ids = {n.id for n in res.nodes}
+    assert all(n.parent in ids or n.parent == -1 for n in res.nodes)
+    assert [n.id for n in res.nodes] == list(range(len(res.nodes)))
+    path = res.best_path
+    assert path[0] == 0 and res.nodes[path[-1]].finished
+    assert all(res.nodes[b].parent == a for a, b in zip(path, path[1:], strict=False))
+    assert [res.nodes[i].token for i in path[1:] if res.nodes[i].token != EOS] == res.hypotheses[0][0]
+
+
+def test_beam_size_must_be_positive():
+    with pytest.raises(ValueError, match="beam_size"):
+        beam_search(make_model(), src_ids(0), beam_size=0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_padded_batch_decodes_like_its_sentences_one_by_one(seed):
+    model = make_model(seed)
+    rows = [src_ids(seed, 3), src_ids(seed + 10, 7), src_ids(seed + 20, 5)]
+    S = max(map(len, rows))
+    src = torch.tensor([r + [PAD] * (S - len(r)) for r in rows])
+    outs = greedy_batch(model, src, max_new=12)
+    assert outs == [greedy_one(model, r, max_new=12) for r in rows]
+    assert len({tuple(o) for o in outs}) > 1, "the test model should not give every source the same output"
+
+
+# -- the step API ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("iv", [Interventions(), Interventions(causal=False), Interventions(ablate={("cross", 0, 1)})])
+def test_step_rows_are_the_rows_of_the_full_teacher_forced_maps(iv):
+    model = make_model(5)
+    ids = src_ids(5)
+    steps = list(generate_steps(model, ids, iv=iv, k=3))
+    prefix = steps[-1].prefix + [steps[-1].chosen]
+    with torch.no_grad():
+        full = model(torch.tensor([ids]), torch.tensor([prefix[:-1]]), iv, need_weights=True)
+    # without the causal mask a row changes as the prefix grows: only the last step saw the full prefix
+    for s in steps if iv.causal else steps[-1:]:
+        torch.testing.assert_close(s.cross_attn, full.cross_attn[:, 0, :, s.t], atol=1e-5, rtol=0)
+        torch.testing.assert_close(s.self_attn, full.dec_self_attn[:, 0, :, s.t, : s.t + 1], atol=1e-5, rtol=0)
+    for s in steps:
+        torch.testing.assert_close(s.self_attn.sum(-1), torch.ones(s.self_attn.shape[:-1]), atol=1e-5, rtol=0)
+
+
+def test_step_api_greedy_matches_greedy_batch_and_reports_its_candidates():
+    model = make_model(7)
+    ids = src_ids(7)
+    steps = list(generate_steps(model, ids, k=5))
+    assert decode_ids(model, ids) == greedy_one(model, ids)
+    for s in steps:
+        probs = [p for _, p in s.candidates]
+        assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
+        assert s.chosen == s.candidates[0][0] and s.chosen_prob == pytest.approx(probs[0])
+        assert not s.forced
+
+
+def test_fused_steps_give_the_same_tokens_and_probabilities():
+    model = make_model(8)
+    ids = src_ids(8)
+    a = list(generate_steps(model, ids, k=4))
+    b = list(generate_steps(model, ids, k=4, need_weights=False))
+    assert [s.chosen for s in a] == [s.chosen for s in b]
+    for x, y in zip(a, b, strict=True):
+        assert [i for i, _ in x.candidates] == [i for i, _ in y.candidates]
+        np.testing.assert_allclose([p for _, p in x.candidates], [p for _, p in y.candidates], atol=1e-6)
+        assert y.self_attn is None and y.cross_attn is None
+
+
+def test_a_forced_prefix_is_kept_and_decoding_goes_on_from_it(reverse):
+    tok = reverse.tokenizer
+    ids = tok.encode(" a b c d") + [tok.eos_id]
+    free = [s.chosen for s in generate_steps(reverse.model, ids)]
+    other = next(c for c, _ in next(iter(generate_steps(reverse.model, ids, k=5))).candidates if c != free[0])
+    steps = list(generate_steps(reverse.model, ids, forced=[other]))
+    assert steps[0].chosen == other and steps[0].forced
+    assert not any(s.forced for s in steps[1:])
+    assert steps[1].prefix == [tok.bos_id, other]
+    assert [s.chosen for s in steps] != free
+
+
+# -- sampling ---------------------------------------------------------------------------------------
+
+
+def test_sampling_is_repeatable_with_a_seed_and_top_k_one_is_greedy():
+    model = make_model(9)
+    ids = src_ids(9)
+    s = SamplingSettings("sample", temperature=1.5, seed=4)
+    assert decode_ids(model, ids, sampling=s) == decode_ids(model, ids, sampling=s)
+    assert decode_ids(model, ids, sampling=SamplingSettings("sample", top_k=1, seed=1)) == greedy_one(model, ids)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    logits=st.lists(st.floats(-20, 20), min_size=2, max_size=30),
+    top_k=st.integers(0, 40),
+    top_p=st.floats(0.01, 1.0),
+    temperature=st.floats(0.1, 5.0),
+)
+def test_filtered_probs_is_a_distribution_over_the_kept_tokens(logits, top_k, top_p, temperature):
+    x = torch.tensor(logits)
+    p = filtered_probs(x, SamplingSettings("sample", temperature, top_k, top_p))
+    assert torch.isfinite(p).all() and float(p.sum()) == pytest.approx(1.0, abs=1e-5)
+    assert int((p > 0).sum()) >= 1
+    if top_k:
+        assert int((p > 0).sum()) <= max(top_k, int((x == x.max()).sum())) or top_k >= len(logits)
+    assert int(p.argmax()) in torch.nonzero(x == x.max()).flatten().tolist()
+
+
+def test_bad_sampling_settings_raise():
+    for kw in ({"strategy": "top"}, {"temperature": 0.0}, {"top_p": 0.0}, {"top_k": -1}):
+        with pytest.raises(ValueError):
+            SamplingSettings(**kw)
+
+
+# -- analyze -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam", "sample"])
+def test_analyze_shows_the_maps_of_the_translation_it_made(reverse, method):
+    tok = reverse.tokenizer
+    a = analyze(reverse.model, tok, " m n o p", DecodeSettings(method, beam_size=3, seed=2))
+    assert a.tgt_in_tokens[0] == "<bos>" and len(a.tgt_in_tokens) == len(a.out_ids) + 1
+    L, H = reverse.model.cfg.n_dec_layers, reverse.model.cfg.n_heads
+    assert a.maps.cross.shape == (L, H, len(a.out_ids) + 1, len(a.source.ids))
+    np.testing.assert_allclose(a.maps.cross.sum(-1), 1.0, atol=1e-5)
+    if method == "greedy":
+        steps = step_trace(reverse.model, tok, a.source.ids)
+        assert [s.chosen for s in steps][: len(a.out_ids)] == a.out_ids
+        for s in steps:
+            np.testing.assert_allclose(s.cross_attn, a.maps.cross[:, :, s.t], atol=1e-5)
+            np.testing.assert_allclose(s.self_attn, a.maps.dec_self[:, :, s.t, : s.t + 1], atol=1e-5)
