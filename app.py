@@ -414,7 +414,7 @@ def sidebar() -> tuple[str, Loaded, tuple]:
             alpha = st.slider(
                 "Length penalty α",
                 0.0,
-                2.0,
+                3.0,
                 d.alpha,
                 0.1,
                 key="alpha",
@@ -523,13 +523,15 @@ def attention_panel(ctx: Ctx) -> None:
     with c1:
         attention_zoom(ctx, kind)
     with c2:
-        attn, q, k, pred = ms.kind(kind)
-        avg = va.layer_average(attn)  # (L, Q, K)
-        st.caption("Each layer's mean over its heads: what the layer as a whole attends to.")
-        fig = va.attention_mosaic(
-            avg[:, None], q, k, kind=kind, predicted=pred, title="Mean over heads, per layer", head_names=["mean"]
-        )
-        show(fig, "layer_average")
+        # off by default: one chart fewer to draw each time the kind changes (the zoom also offers "mean")
+        if st.toggle("Mean over heads, per layer", key="layer_means", help="What each layer as a whole attends to."):
+            attn, q, k, pred = ms.kind(kind)
+            avg = va.layer_average(attn)  # (L, Q, K)
+            st.caption("Each layer's mean over its heads: what the layer as a whole attends to.")
+            fig = va.attention_mosaic(
+                avg[:, None], q, k, kind=kind, predicted=pred, title="Mean over heads, per layer", head_names=["mean"]
+            )
+            show(fig, "layer_average")
 
 
 @st.fragment

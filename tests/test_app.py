@@ -321,6 +321,17 @@ def test_all_three_kinds_at_once():
     assert len(charts(at)) == n + 2
 
 
+def test_layer_means_toggle_draws_each_layers_mean_over_heads(rev):
+    at = run_app(sentence=SENTENCE, view="attention", kind="cross")
+    assert not [c for c in charts(at) if "per layer" in c["layout"].get("title", {}).get("text", "")]
+    at.toggle(key="layer_means").set_value(True).run()
+    ok(at)
+    fig = chart(at, "Mean over heads, per layer")
+    cross = analyze(rev.model, rev.tokenizer, SENTENCE).maps.cross  # (L, H, T, S)
+    for l in range(cross.shape[0]):
+        np.testing.assert_allclose(tile(fig, l, 0), cross[l].mean(axis=0), atol=1e-6)
+
+
 # -- Step through generation ------------------------------------------------------------------------------------------
 
 
