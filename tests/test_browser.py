@@ -203,7 +203,8 @@ def test_type_translate_and_step(page: Page, app_url: str):
 def test_click_a_zoom_cell_shows_that_querys_row(page: Page, app_url: str):
     """A click on a cell of the zoomed heatmap selects (query, key) and draws that query's row in every head."""
     first, _ = SENTENCES
-    query = urllib.parse.urlencode({"model": MODEL, "view": "attention", "kind": "enc_self", "sentence": first})
+    # the URL holds a radio's label
+    query = urllib.parse.urlencode({"model": MODEL, "view": "Attention", "kind": "Encoder self-attention", "sentence": first})
     page.goto(f"{app_url}/?{query}")
     _wait_idle(page)
     gd = page.locator(".st-key-zoom .js-plotly-plot")
