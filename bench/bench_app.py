@@ -12,7 +12,7 @@ redraw: a slider moved by one notch with the keyboard (focus + ArrowLeft/ArrowRi
     ``stPlotlyChart`` (a ``MutationObserver`` in the page, clock ``performance.now()``), once the
     page is quiet again (no chart change for ``QUIET_MS`` and no script running). For
     - attention grid: the "Layer" slider of the Attention view (zoom map + per-layer means, a fragment);
-    - attention kind: the "Attention kind" radio (the layer x head mosaic redrawn, a full rerun);
+    - attention kind: the "Attention kind" radio (the layer x head mosaic and the zoom redrawn, a fragment rerun);
     - step view: the "Step" slider of "Step through generation" (step maps + mosaics so far, a fragment).
 memory: peak resident set size (``VmHWM`` in ``/proc/PID/status``) of the server after the
     cold start and after 10 different sentences analysed and drawn in the Attention view.
@@ -301,7 +301,7 @@ def run(
                             "bytes": pg.received - b0,
                         }
                     )
-                res["redraw"]["attention grid: kind radio (full rerun)"] = kinds
+                res["redraw"]["attention grid: kind radio"] = kinds
                 res["view_switch"]["steps"] = pg.open_view("steps")
                 step = slider(pg.page, "Step")
                 res["redraw"]["step view: Step slider"] = [
