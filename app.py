@@ -559,10 +559,16 @@ def attention_zoom(ctx: Ctx, kind: str) -> None:
     show(fig, "zoom_row", csv=(row, [f"head {h + 1}" for h in range(row.shape[0])], k))
 
 
+def clicked_point(chart_key: str) -> dict | None:
+    """The point last clicked in the chart placed with ``chart_key`` (``on_select``), or None."""
+    points = st.session_state.get(chart_key, {}).get("selection", {}).get("points", [])
+    return points[0] if points else None
+
+
 def clicked_cell(chart_key: str, n_q: int, n_k: int) -> tuple[int, int] | None:
     """(query, key) of the last heatmap cell clicked in chart ``chart_key``, if it lies inside an ``n_q x n_k`` map."""
-    points = st.session_state.get(chart_key, {}).get("selection", {}).get("points", [])
-    cd = points[0].get("customdata") if points else None
+    p = clicked_point(chart_key)
+    cd = p.get("customdata") if p else None
     if not isinstance(cd, list) or len(cd) != 2:
         return None
     qi, ki = int(cd[0]), int(cd[1])
@@ -605,10 +611,9 @@ def force_from_pick(ctx: Ctx, prefix: tuple[int, ...]) -> None:
 
 def force_from_chart(ctx: Ctx, prefix: tuple[int, ...], candidates: list) -> None:
     """A click on a candidate bar: the point carries the candidate's compact id in customdata, else its index."""
-    points = st.session_state.get("cand_chart", {}).get("selection", {}).get("points", [])
-    if not points:
+    p = clicked_point("cand_chart")
+    if p is None:
         return
-    p = points[0]
     cd = p.get("customdata")
     token = cd[0] if isinstance(cd, list | tuple) and cd else cd
     if token is None and p.get("point_index") is not None:

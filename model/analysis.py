@@ -240,7 +240,7 @@ def analyze(
         }
     else:
         # Decode on the fused path (no weights): the maps come from one teacher-forced pass below,
-        # which gives the same rows as the steps did (tests/test_transformer.py: KV cache == full pass).
+        # which gives the same rows as the steps did (tests/test_decoding.py checks it).
         steps = generate_steps(model, src.ids, iv=iv, sampling=settings.sampling(), max_new=budget, k=1, need_weights=False)
         chosen = [s.chosen for s in steps]
         out = strip(chosen, cfg.eos_id)

@@ -300,6 +300,7 @@ def beam_search(
     src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # (1, S)
     max_new = max_new or max_new_tokens(model, src.size(1))
     dec = Decoder(model, src, iv)
+    stop_when_full = early_stop or beam_size == 1  # beam size 1 is greedy: it ends at the first <eos>
     nodes = [BeamNode(0, -1, cfg.bos_id, -1, 0.0)]
     live = [0]  # node ids of live hypotheses, one per decoder row
     live_logp = torch.zeros(1, device=device)  # (n_live,)
@@ -323,9 +324,9 @@ def beam_search(
                 new_rows.append(row)
                 new_tokens.append(token)
                 new_logp.append(score)
-            if len(new_live) == beam_size or (len(finished) >= beam_size and (early_stop or beam_size == 1)):
+            if len(new_live) == beam_size or (stop_when_full and len(finished) >= beam_size):
                 break
-        if not new_live or (len(finished) >= beam_size and (early_stop or beam_size == 1)):
+        if not new_live or (stop_when_full and len(finished) >= beam_size):
             break
         if len(finished) >= beam_size:
             worst_kept = sorted((nodes[i].score for i in finished), reverse=True)[beam_size - 1]

@@ -83,8 +83,9 @@ def main(argv=None) -> dict:
         help="beam search stops once beam-size hypotheses have finished (default --no-early-stop: it goes on while a live one "
         "can still beat them; best on val)",
     )
-    ap.add_argument("--greedy-only", action="store_true", help="skip beam search")
-    ap.add_argument("--beam-only", action="store_true", help="skip greedy decoding")
+    only = ap.add_mutually_exclusive_group()
+    only.add_argument("--greedy-only", action="store_true", help="skip beam search")
+    only.add_argument("--beam-only", action="store_true", help="skip greedy decoding")
     ap.add_argument("--limit", type=int, default=None, help="only the first N sentences")
     ap.add_argument("--device", default=None)
     ap.add_argument("--no-save", action="store_true", help="do not write metrics.json")
@@ -98,7 +99,11 @@ def main(argv=None) -> dict:
     torch.set_grad_enabled(False)
     srcs, refs = [s for s, _ in pairs], [t for _, t in pairs]
     results = {"split": a.split, "sentences": len(pairs)}
-    runs = [("greedy", 1)] * (not a.beam_only) + [(f"beam{a.beam_size}", a.beam_size)] * (not a.greedy_only)
+    runs = []
+    if not a.beam_only:
+        runs.append(("greedy", 1))
+    if not a.greedy_only:
+        runs.append((f"beam{a.beam_size}", a.beam_size))
     for name, beam in runs:
         t0 = time.time()
         hyps = translate(loaded, srcs, beam_size=beam, alpha=a.alpha, early_stop=a.early_stop)

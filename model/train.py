@@ -349,7 +349,6 @@ def main(argv=None) -> dict:
             "val_loss": val_loss,
             "val_bleu": val_bleu,
             "tokens_per_s": tps,
-            "minutes": elapsed / 60,
         }
         raw = {k: v.clone() for k, v in model.state_dict().items()}
         if a.ema:
