@@ -401,7 +401,7 @@ def sidebar() -> tuple[str, Loaded, tuple]:
     sb.caption(" · ".join(facts))
     sb.caption(
         f"d_model {cfg.d_model} · {cfg.n_heads} heads × d_head {cfg.d_head} · d_ff {cfg.d_ff} · "
-        f"{cfg.n_enc_layers}+{cfg.n_dec_layers} layers · vocab {cfg.vocab_size} · max {cfg.max_len} tokens"
+        f"{cfg.n_enc_layers}+{cfg.n_dec_layers} layers · vocab {cfg.vocab_size} (decoder {cfg.n_logits}) · max {cfg.max_len} tokens"
     )
 
     sb.subheader("Decoding")
@@ -1024,9 +1024,10 @@ def view_shapes(ctx: Ctx) -> None:
             ("n_heads", cfg.n_heads, "attention heads per layer"),
             ("d_head", cfg.d_head, "d_model / n_heads: width of one head's queries, keys, values"),
             ("d_ff", cfg.d_ff, "hidden width of the feed-forward network"),
-            ("encoder layers", cfg.n_enc_layers, "N in the paper"),
-            ("decoder layers", cfg.n_dec_layers, "N in the paper"),
-            ("vocab", cfg.vocab_size, "pieces in the shared source/target vocabulary"),
+            ("encoder layers", cfg.n_enc_layers, "N in the paper (6 there)"),
+            ("decoder layers", cfg.n_dec_layers, "N in the paper (6 there); may differ from the encoder's"),
+            ("vocab", cfg.vocab_size, "pieces in the shared embedding matrix (source and target)"),
+            ("target vocab", cfg.n_logits, "the first pieces of it, those the decoder can write: one logit each"),
             ("max_len", cfg.max_len, "longest sequence, in tokens"),
             ("parameters", ctx.loaded.model.n_params(), "tied embeddings counted once"),
         ],

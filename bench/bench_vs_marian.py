@@ -4,7 +4,7 @@
     python bench/bench_vs_marian.py [--ckpt DIR] [--quick]
 
 ``MarianMTModel`` is built locally from a ``MarianConfig`` with our dimensions (d_model, heads,
-d_ff, encoder/decoder layers, vocabulary, max_len, ReLU, sqrt(d_model) embedding scale, tied
+d_ff, encoder/decoder layers, source and target vocabularies, max_len, ReLU, sqrt(d_model) embedding scale, tied
 embeddings); its weights are random and nothing is downloaded. It runs with eager attention, the
 implementation that can return attention weights.
 
@@ -43,7 +43,7 @@ def build_marian(cfg):
     logging.set_verbosity_error()
     mc = MarianConfig(
         vocab_size=cfg.vocab_size,
-        decoder_vocab_size=cfg.vocab_size,
+        decoder_vocab_size=cfg.n_logits,
         d_model=cfg.d_model,
         encoder_layers=cfg.n_enc_layers,
         decoder_layers=cfg.n_dec_layers,
@@ -59,7 +59,7 @@ def build_marian(cfg):
         eos_token_id=cfg.eos_id,
         decoder_start_token_id=cfg.bos_id,
         forced_eos_token_id=None,
-        share_encoder_decoder_embeddings=True,
+        share_encoder_decoder_embeddings=cfg.n_logits == cfg.vocab_size,  # else: a decoder embedding of V_tgt rows
         tie_word_embeddings=cfg.tie_embeddings,
     )
     torch.manual_seed(0)

@@ -32,7 +32,7 @@ import warnings
 import benchlib as bl
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from model.data import default_data_dir, pad_batch, read_pairs, split_file, token_batches
 from model.decoding import greedy_batch, max_new_tokens, strip
@@ -48,7 +48,7 @@ class TorchReference(nn.Module):
         self.cfg = cfg
         self.src_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.tgt_emb = self.src_emb if cfg.tie_embeddings else nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.generator = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.generator = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.n_logits, bias=False)
         self.register_buffer("pe", sinusoidal_encoding(cfg.max_len, cfg.d_model), persistent=False)
         self.drop = nn.Dropout(cfg.dropout)
         with warnings.catch_warnings():  # "enable_nested_tensor is True, but ... norm_first was True": expected
@@ -77,7 +77,11 @@ class TorchReference(nn.Module):
         src_pad = src == self.cfg.pad_id  # (B, S): True = padding (nn.Transformer's convention)
         causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=src.device), diagonal=1)  # True = masked
         h = self.core(x, y, tgt_mask=causal, src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad, tgt_is_causal=True)
-        return h @ self.tgt_emb.weight.T if self.generator is None else self.generator(h)
+        return self.logits(h)
+
+    def logits(self, h: Tensor) -> Tensor:
+        """The same generator as ours: ``(..., D) -> (..., V_tgt)``."""
+        return h @ self.tgt_emb.weight[: self.cfg.n_logits].T if self.generator is None else self.generator(h)
 
     @torch.no_grad()
     def copy_from(self, ours: Transformer) -> None:
@@ -136,7 +140,7 @@ def realistic_batch(loaded, max_tokens: int = 4096):
     g = torch.Generator().manual_seed(0)
     B, S, T = 96, 18, 22
     src = torch.randint(3, cfg.vocab_size, (B, S), generator=g)
-    tgt = torch.randint(3, cfg.vocab_size, (B, T), generator=g)
+    tgt = torch.randint(3, cfg.n_logits, (B, T), generator=g)
     src[:, -1], tgt[:, 0], tgt[:, -1] = cfg.eos_id, cfg.bos_id, cfg.eos_id
     return src, tgt, f"random ids (Multi30k missing): {B} x ({S} + {T})"
 
@@ -185,7 +189,7 @@ def reference_greedy(theirs: TorchReference, src, max_new: int) -> list[list[int
         causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # True = masked
         h = core.decoder(y, memory, tgt_mask=causal, memory_key_padding_mask=src_pad, tgt_is_causal=True)  # (B, T, D)
         last = h[:, -1]  # (B, D)
-        logits = last @ theirs.tgt_emb.weight.T if theirs.generator is None else theirs.generator(last)  # (B, V)
+        logits = theirs.logits(last)  # (B, V_tgt)
         nxt = torch.where(done, torch.full_like(done, cfg.pad_id, dtype=torch.long), logits.argmax(-1))  # (B,)
         ys = torch.cat([ys, nxt[:, None]], dim=1)  # (B, T + 1)
         done |= nxt == cfg.eos_id
@@ -272,7 +276,17 @@ def run(loaded, *, repeats: int = 15, warmup: int = 3, profile: bool = False) ->
         "tokens_per_batch": n_tok,
         "dims": {
             k: getattr(cfg, k)
-            for k in ("d_model", "n_heads", "d_ff", "n_enc_layers", "n_dec_layers", "dropout", "norm_first", "vocab_size")
+            for k in (
+                "d_model",
+                "n_heads",
+                "d_ff",
+                "n_enc_layers",
+                "n_dec_layers",
+                "dropout",
+                "norm_first",
+                "vocab_size",
+                "tgt_vocab_size",
+            )
         },
         "max_abs_logit_diff": diff,
         "greedy_same_outputs": same_outputs,

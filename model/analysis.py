@@ -147,7 +147,7 @@ def teacher_forced(
         (f"decoder layer {i + 1} output", tuple(it[f"dec_layer_{i}"].shape), "B x T x d_model") for i in range(cfg.n_dec_layers)
     ]
     shapes += [
-        ("logits", tuple(res.logits.shape), f"B x T x vocab ({cfg.vocab_size}): one score per vocabulary piece"),
+        ("logits", tuple(res.logits.shape), f"B x T x target vocab ({cfg.n_logits}): one score per piece the decoder can write"),
         ("next-token probabilities", tuple(res.logits.shape), "softmax over the vocabulary"),
     ]
     return Maps(_np(res.enc_self_attn[:, 0]), _np(res.dec_self_attn[:, 0]), _np(res.cross_attn[:, 0]), _np(next_probs), shapes)
@@ -330,7 +330,7 @@ def reference_maps(
     if not reference.strip():
         raise InputError("Type a reference translation to compare with.")
     cfg = model.cfg
-    ref = tok.encode(reference)[: cfg.max_len - 1]
+    ref = tok.encode(reference, target=True)[: cfg.max_len - 1]
     tgt_in, tgt_out = [cfg.bos_id] + ref, ref + [cfg.eos_id]
     maps = teacher_forced(model, src.ids, tgt_in, tgt_out, iv)
     return maps, [tok.piece_text(i) for i in tgt_in], [tok.piece_text(i) for i in tgt_out]

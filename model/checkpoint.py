@@ -81,6 +81,8 @@ def load_checkpoint(path: str | Path, device: str | torch.device | None = None) 
     tok = Tokenizer.load(p / "vocab.json")
     if tok.vocab_size != cfg.vocab_size:
         raise ValueError(f"vocab.json has {tok.vocab_size} tokens but config.json says {cfg.vocab_size}")
+    if tok.tgt_vocab_size != cfg.n_logits:
+        raise ValueError(f"vocab.json has {tok.tgt_vocab_size} target tokens but config.json says {cfg.n_logits}")
     model = Transformer(cfg)
     tensors = {k: v.float() for k, v in load_file(str(p / "model.safetensors")).items()}
     try:

@@ -135,11 +135,16 @@ GREEDY = SamplingSettings()
 
 
 def filtered_probs(logits: Tensor, s: SamplingSettings) -> Tensor:
-    """Next-token distribution ``(V,)`` after temperature, top-k and top-p filtering (sums to 1)."""
+    """Next-token distribution ``(V,)`` after temperature, top-k and top-p filtering (sums to 1).
+
+    Top-k keeps exactly k tokens, those of ``torch.topk`` (the step API's candidates): a tie at
+    the k-th probability does not let more in.
+    """
     probs = torch.softmax(logits.float() / s.temperature, dim=-1)
     if s.top_k:
-        kth = torch.topk(probs, min(s.top_k, probs.numel())).values[-1]
-        probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))
+        top = torch.topk(probs, min(s.top_k, probs.numel())).indices
+        keep = torch.zeros_like(probs, dtype=torch.bool).scatter(0, top, True)
+        probs = torch.where(keep, probs, torch.zeros_like(probs))
         probs = probs / probs.sum()  # top-p then works on the top-k distribution
     if s.top_p < 1.0:
         sorted_p, order = torch.sort(probs, descending=True)
@@ -190,10 +195,14 @@ def generate_steps(
     ``forced`` is a target prefix (without <bos>) that is taken as given: at steps t < len(forced)
     the chosen token is forced[t] whatever the model prefers, and decoding continues freely from
     there. That is how a user picks another candidate at step t. Ends after <eos> or ``max_new``.
+    Raises ValueError if a forced id is not in the target vocabulary (``0 .. cfg.n_logits - 1``).
     With ``need_weights=False`` the fused attention path runs and ``Step.self_attn`` /
     ``Step.cross_attn`` are None (same tokens and probabilities).
     """
     cfg = model.cfg
+    bad = [i for i in forced if not 0 <= int(i) < cfg.n_logits]
+    if bad:
+        raise ValueError(f"forced token {bad[0]} is outside the target vocabulary (0 .. {cfg.n_logits - 1})")
     device = next(model.parameters()).device
     src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # (1, S)
     max_new = max_new or max_new_tokens(model, src.size(1))

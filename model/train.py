@@ -66,7 +66,7 @@ def encode_pairs(tok: Tokenizer, pairs, max_len: int) -> list[tuple[list[int], l
     out = []
     for s, t in pairs:
         src = tok.encode(s)[: max_len - 1] + [tok.eos_id]
-        tgt = [tok.bos_id] + tok.encode(t) + [tok.eos_id]
+        tgt = [tok.bos_id] + tok.encode(t, target=True) + [tok.eos_id]
         if len(tgt) <= max_len:
             out.append((src, tgt))
     return out
@@ -161,6 +161,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--val-tgt")
     ap.add_argument("--out", required=True)
     ap.add_argument("--min-freq", type=int, default=2, help="keep cl100k pieces seen this often")
+    ap.add_argument(
+        "--tgt-min-freq",
+        type=int,
+        default=None,
+        help="give the decoder its own vocabulary: target pieces seen this often (default: the shared one)",
+    )
     ap.add_argument("--d-model", type=int, default=256)
     ap.add_argument("--n-heads", type=int, default=4)
     ap.add_argument("--d-ff", type=int, default=1024)
@@ -238,9 +244,15 @@ def main(argv=None) -> dict:
     if a.resume and (out / "vocab.json").exists():
         tok = Tokenizer.load(out / "vocab.json")
     else:
-        tok = Tokenizer.build([s for p in train_pairs for s in p], min_freq=a.min_freq)
+        tok = Tokenizer.build(
+            [s for p in train_pairs for s in p],
+            min_freq=a.min_freq,
+            tgt_texts=None if a.tgt_min_freq is None else [t for _, t in train_pairs],
+            tgt_min_freq=a.tgt_min_freq or 0,
+        )
     cfg = TransformerConfig(
         vocab_size=tok.vocab_size,
+        tgt_vocab_size=None if tok.tgt_vocab_size == tok.vocab_size else tok.tgt_vocab_size,
         d_model=a.d_model,
         n_heads=a.n_heads,
         d_ff=a.d_ff,
@@ -289,7 +301,7 @@ def main(argv=None) -> dict:
         with open(log_path, "w", newline="") as f:
             csv.writer(f).writerow(fields)
     print(
-        f"{model.n_params() / 1e6:.2f}M parameters, vocab {tok.vocab_size}, {len(train_ex)} train / {len(val_ex)} val pairs, "
+        f"{model.n_params() / 1e6:.2f}M parameters, vocab {tok.vocab_size} (target {tok.tgt_vocab_size}), {len(train_ex)} train / {len(val_ex)} val pairs, "
         f"{steps_per_epoch} steps/epoch, device {device}"
     )
     model.train()

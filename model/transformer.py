@@ -17,7 +17,7 @@ module, so one cached model can serve every browser session at once. Incremental
 a key/value cache that is passed in and returned, never kept on the model either.
 
 Shape letters: B batch, S source length, T target length, D d_model, H n_heads,
-Dh d_head = D / H, F d_ff, V vocab_size, L number of layers.
+Dh d_head = D / H, F d_ff, V vocab_size, V_tgt the generator's output size, L number of layers.
 """
 
 from __future__ import annotations
@@ -54,12 +54,21 @@ class TransformerConfig:
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
+    tgt_vocab_size: int | None = None  # V_tgt: the generator scores compact ids 0 .. V_tgt - 1 (None: all V)
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.pos_encoding not in ("sinusoidal", "learned"):
             raise ValueError(f"pos_encoding must be 'sinusoidal' or 'learned', got {self.pos_encoding!r}")
+        v_tgt = self.tgt_vocab_size
+        if v_tgt is not None and not max(self.pad_id, self.bos_id, self.eos_id) < v_tgt <= self.vocab_size:
+            raise ValueError(f"tgt_vocab_size={v_tgt} must hold the specials and be at most vocab_size={self.vocab_size}")
+
+    @property
+    def n_logits(self) -> int:
+        """V_tgt, the size of the generator's output: the target vocabulary (the first V_tgt compact ids)."""
+        return self.vocab_size if self.tgt_vocab_size is None else self.tgt_vocab_size
 
     @property
     def d_head(self) -> int:
@@ -384,7 +393,7 @@ class EncoderResult:
 class DecoderResult:
     """What ``Transformer.decode`` returns.
 
-    logits: ``(B, T_new, V)`` unnormalised next-token scores (softmax gives probabilities).
+    logits: ``(B, T_new, V_tgt)`` unnormalised next-token scores (softmax gives probabilities).
     cache:  per decoder layer the self-attention ``(K, V)``, each ``(B, H, T_total, Dh)``;
         hand it back to ``decode`` to continue incrementally.
     dec_self_attn: ``(n_dec_layers, B, H, T_new, T_total)`` if asked (``T_total = T_new`` without cache).
@@ -401,7 +410,7 @@ class DecoderResult:
 
 @dataclass
 class ForwardResult:
-    """What ``Transformer.forward`` returns: logits ``(B, T, V)`` and, if asked, every map.
+    """What ``Transformer.forward`` returns: logits ``(B, T, V_tgt)`` and, if asked, every map.
 
     enc_self_attn ``(n_enc_layers, B, H, S, S)``, dec_self_attn ``(n_dec_layers, B, H, T, T)``,
     cross_attn ``(n_dec_layers, B, H, T, S)``; intermediates from encoder and decoder.
@@ -454,7 +463,7 @@ class Transformer(nn.Module):
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_dec_layers))
         self.enc_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.dec_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
-        self.generator = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.generator = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.n_logits, bias=False)
         self.apply(self._init_weights)
 
     @staticmethod
@@ -485,9 +494,13 @@ class Transformer(nn.Module):
         return self.emb_dropout(x)
 
     def logits(self, h: Tensor) -> Tensor:
-        """Generator (section 3.4): ``(B, T, D) -> (B, T, V)`` via the (tied) output projection."""
+        """Generator (section 3.4): ``(B, T, D) -> (B, T, V_tgt)`` via the (tied) output projection.
+
+        Tied, it is the target embedding matrix's first V_tgt rows (``cfg.n_logits``): logit ``i``
+        scores compact id ``i``, and ids past the target vocabulary are never produced.
+        """
         if self.generator is None:
-            return h @ self.tgt_emb.weight.T  # (B, T, V)
+            return h @ self.tgt_emb.weight[: self.cfg.n_logits].T  # (B, T, V_tgt)
         return self.generator(h)
 
     # -- the three entry points -----------------------------------------------------------
@@ -604,7 +617,7 @@ class Transformer(nn.Module):
         need_weights: bool = False,
         need_intermediates: bool = False,
     ) -> ForwardResult:
-        """Teacher-forced pass: ``src (B, S)``, ``tgt (B, T)`` -> logits ``(B, T, V)`` (+ maps if asked).
+        """Teacher-forced pass: ``src (B, S)``, ``tgt (B, T)`` -> logits ``(B, T, V_tgt)`` (+ maps if asked).
 
         ``logits[:, t]`` scores the token that follows ``tgt[:, :t+1]``.
         """

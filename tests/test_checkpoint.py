@@ -154,3 +154,18 @@ def test_pick_device():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA"):
             pick_device("cuda")
+
+
+def test_target_vocabulary_round_trips_and_must_match_the_config(tmp_path):
+    tok = Tokenizer.build(CORPUS, tgt_texts=["Two dogs are playing in the snow."] * 2)
+    assert tok.tgt_vocab_size < tok.vocab_size
+    model = make_model(tok, tgt_vocab_size=tok.tgt_vocab_size)
+    save_checkpoint(model, tok, tmp_path)
+    loaded = load_checkpoint(tmp_path, "cpu")
+    assert loaded.model.cfg.n_logits == loaded.tokenizer.tgt_vocab_size == tok.tgt_vocab_size
+    src, tgt = sample(tok)
+    with torch.no_grad():
+        assert loaded.model(src, tgt).logits.shape[-1] == tok.tgt_vocab_size
+    Tokenizer.build(CORPUS).save(tmp_path / "vocab.json")  # same pieces, no target part
+    with pytest.raises(ValueError, match="target"):
+        load_checkpoint(tmp_path, "cpu")

@@ -224,8 +224,13 @@ def test_filtered_probs_is_a_distribution_over_the_kept_tokens(logits, top_k, to
     assert torch.isfinite(p).all() and float(p.sum()) == pytest.approx(1.0, abs=1e-5)
     assert int((p > 0).sum()) >= 1
     if top_k:
-        assert int((p > 0).sum()) <= max(top_k, int((x == x.max()).sum())) or top_k >= len(logits)
+        assert int((p > 0).sum()) <= top_k  # exactly the top k, even with ties at the k-th value
     assert int(p.argmax()) in torch.nonzero(x == x.max()).flatten().tolist()
+
+
+def test_top_k_keeps_exactly_k_tokens_under_ties():
+    p = filtered_probs(torch.tensor([0.0, 0.0, 1.0]), SamplingSettings("sample", top_k=2))
+    assert int((p > 0).sum()) == 2 and int(p.argmax()) == 2
 
 
 def test_bad_sampling_settings_raise():
@@ -251,3 +256,19 @@ def test_analyze_shows_the_maps_of_the_translation_it_made(reverse, method):
         for s in steps:
             np.testing.assert_allclose(s.cross_attn, a.maps.cross[:, :, s.t], atol=1e-5)
             np.testing.assert_allclose(s.self_attn, a.maps.dec_self[:, :, s.t, : s.t + 1], atol=1e-5)
+
+
+def test_a_target_vocabulary_bounds_every_decoder_and_forced_ids():
+    """With ``tgt_vocab_size`` the generator scores only the first ids: every strategy writes only
+    those, greedy and beam size 1 still agree, and forcing an id outside it is refused."""
+    model = make_model(3, tgt_vocab_size=12)
+    for seed in range(4):
+        ids = src_ids(seed)
+        g = greedy_one(model, ids)
+        assert all(i < 12 for i in g)
+        assert beam_search(model, ids, beam_size=1).hypotheses[0][0] == g
+        assert all(n.token < 12 for n in beam_search(model, ids, beam_size=3).nodes)
+        steps = list(generate_steps(model, ids, sampling=SamplingSettings("sample", seed=seed)))
+        assert all(s.chosen < 12 and all(c < 12 for c, _ in s.candidates) for s in steps)
+    with pytest.raises(ValueError, match="target vocabulary"):
+        next(generate_steps(model, src_ids(0), forced=[15]))

@@ -73,7 +73,7 @@ def test_reverse_exact_match_greedy(reverse_model, fresh_pairs):
 def test_reverse_cross_attention_peaks_on_the_mirrored_word(reverse_model, fresh_pairs):
     model, tok = reverse_model.model, reverse_model.tokenizer
     src_ids = [tok.encode(s) + [tok.eos_id] for s, _ in fresh_pairs]
-    tgt_in = [[tok.bos_id] + tok.encode(t) for _, t in fresh_pairs]
+    tgt_in = [[tok.bos_id] + tok.encode(t, target=True) for _, t in fresh_pairs]
     src, tgt = pad_batch(src_ids, tok.pad_id), pad_batch(tgt_in, tok.pad_id)
     with torch.no_grad():
         maps = model(src, tgt, need_weights=True).cross_attn  # (L, B, H, T, S)
@@ -117,7 +117,7 @@ def test_training_from_scratch_learns_to_reverse(tmp_path):
     model, tok = loaded.model, loaded.tokenizer
     pairs = reverse_pairs(300, seed=TEST_SEED)
     src = pad_batch([tok.encode(s) + [tok.eos_id] for s, _ in pairs], tok.pad_id)
-    tgt = pad_batch([[tok.bos_id] + tok.encode(t) + [tok.eos_id] for _, t in pairs], tok.pad_id)
+    tgt = pad_batch([[tok.bos_id] + tok.encode(t, target=True) + [tok.eos_id] for _, t in pairs], tok.pad_id)
     with torch.no_grad():
         pred = model(src, tgt[:, :-1]).logits.argmax(-1)  # (B, T): teacher-forced next-token guesses
     gold = tgt[:, 1:]

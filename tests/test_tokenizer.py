@@ -110,6 +110,44 @@ def test_layout_and_byte_fallback(tok):
     assert [counts[c] for c in kept] == sorted((counts[c] for c in kept), reverse=True)
 
 
+EN, DE = CORPUS[:3], CORPUS[3:5]
+
+
+@pytest.fixture(scope="module")
+def tok_tgt() -> Tokenizer:
+    """A source+target vocabulary whose target part holds only the German pieces."""
+    return Tokenizer.build(CORPUS, min_freq=2, tgt_texts=DE * 2, tgt_min_freq=2)
+
+
+def test_target_vocabulary_comes_first_and_holds_only_target_pieces(tok_tgt):
+    de = {c for t in DE for c in cl100k().encode_ordinary(t)}
+    n_fixed = len(SPECIALS) + N_BYTES
+    assert tok_tgt.tgt_vocab_size == n_fixed + len(de - set(tok_tgt.byte_cl100k)) < tok_tgt.vocab_size
+    assert set(tok_tgt.cl100k_of[n_fixed : tok_tgt.tgt_vocab_size]) == de - set(tok_tgt.byte_cl100k)
+    # the whole corpus is still one vocabulary: same pieces as without a target part
+    assert set(tok_tgt.cl100k_of) == set(Tokenizer.build(CORPUS, min_freq=2).cl100k_of)
+    (bicycle,) = tok_tgt.encode(" bicycle")  # an English piece: one source token ...
+    assert bicycle >= tok_tgt.tgt_vocab_size
+    assert tok_tgt.encode(" bicycle", target=True) == [BYTE_OFFSET + b for b in b" bicycle"]  # ... bytes on the target side
+    german = tok_tgt.encode(DE[1], target=True)  # German pieces: the same ids on both sides
+    assert german == tok_tgt.encode(DE[1]) and len(german) < len(DE[1].encode()) and max(german) < tok_tgt.tgt_vocab_size
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=texts)
+def test_target_encoding_round_trips_inside_the_target_vocabulary(tok_tgt, text):
+    ids = tok_tgt.encode(text, target=True)
+    assert tok_tgt.decode(ids) == text
+    assert all(len(SPECIALS) <= i < tok_tgt.tgt_vocab_size for i in ids)
+
+
+def test_target_vocabulary_survives_save_and_load(tok_tgt, tmp_path):
+    tok_tgt.save(tmp_path / "vocab.json")
+    back = Tokenizer.load(tmp_path / "vocab.json")
+    assert (back.cl100k_of, back.tgt_vocab_size) == (tok_tgt.cl100k_of, tok_tgt.tgt_vocab_size)
+    assert Tokenizer.build(CORPUS).tgt_vocab_size == Tokenizer.build(CORPUS).vocab_size  # default: shared
+
+
 def test_special_token_strings_are_plain_text(tok):
     for s in ("<|endoftext|>", "<|fim_prefix|>", "<eos>", "<bos>"):
         ids = tok.encode(s)
@@ -159,6 +197,9 @@ def _variants(tok):
         "negative id": json.dumps({**good, "cl100k_ids": [*tok.cl100k_of, -7]}),
         "huge id": json.dumps({**good, "cl100k_ids": [*tok.cl100k_of, 10**12]}),
         "unused id": json.dumps({**good, "cl100k_ids": [*tok.cl100k_of, 100256]}),  # a hole in cl100k_base
+        "target vocab too big": json.dumps({**good, "tgt_vocab_size": tok.vocab_size + 1}),
+        "target vocab too small": json.dumps({**good, "tgt_vocab_size": 5}),
+        "target vocab not an int": json.dumps({**good, "tgt_vocab_size": "300"}),
     }
 
 
@@ -178,6 +219,9 @@ def _variants(tok):
         "negative id",
         "huge id",
         "unused id",
+        "target vocab too big",
+        "target vocab too small",
+        "target vocab not an int",
     ],
 )
 def test_load_rejects_malformed_files(tok, tmp_path, case):

@@ -33,6 +33,7 @@ VARIANTS = {
     "learned-PE": {"pos_encoding": "learned"},
     "untied": {"tie_embeddings": False},
     "post-LN-learned-untied": {"norm_first": False, "pos_encoding": "learned", "tie_embeddings": False},
+    "target-vocab": {"tgt_vocab_size": 15},  # the generator scores only ids 0 .. 14
 }
 
 
@@ -442,6 +443,10 @@ def test_config_validates_and_round_trips():
         TransformerConfig.from_dict({**cfg.to_dict(), "n_layer": 2})
     with pytest.raises(AttributeError):
         cfg.d_model = 16  # frozen
+    assert cfg.n_logits == 10 and TransformerConfig(vocab_size=10, tgt_vocab_size=4).n_logits == 4
+    for bad in (2, 11, 0):  # must hold <pad> <bos> <eos> and fit in the vocabulary
+        with pytest.raises(ValueError, match="tgt_vocab_size"):
+            TransformerConfig(vocab_size=10, tgt_vocab_size=bad)
 
 
 # -- statelessness -----------------------------------------------------------------------------------------
@@ -520,26 +525,31 @@ def test_post_ln_normalises_each_layer_output_and_pre_ln_the_memory():
     assert is_normalised(pre["memory"]) and is_normalised(pre["dec_out"])
 
 
+@pytest.mark.parametrize("v_tgt", [None, 9])
 @pytest.mark.parametrize("tie", [True, False])
-def test_tied_and_untied_embeddings(tie):
-    model = make_model(tie_embeddings=tie)
+def test_tied_and_untied_embeddings(tie, v_tgt):
+    model = make_model(tie_embeddings=tie, tgt_vocab_size=v_tgt)
+    n_out = v_tgt or V
     src, tgt = batch()
     with torch.no_grad():
         r = model(src, tgt, need_intermediates=True)
-    if tie:
+    assert r.logits.shape == (*tgt.shape, n_out)
+    if tie:  # the generator is the embedding matrix's first n_out rows
         assert model.tgt_emb.weight is model.src_emb.weight and model.generator is None
-        torch.testing.assert_close(r.logits, r.intermediates["dec_out"] @ model.src_emb.weight.T)
+        torch.testing.assert_close(r.logits, r.intermediates["dec_out"] @ model.src_emb.weight[:n_out].T)
     else:
         assert model.tgt_emb.weight is not model.src_emb.weight
         torch.testing.assert_close(r.logits, r.intermediates["dec_out"] @ model.generator.weight.T)
-    n_untied_extra = 2 * V * 16  # a target embedding and a generator
-    assert make_model(tie_embeddings=False).n_params() - make_model(tie_embeddings=True).n_params() == n_untied_extra
+    n_untied_extra = V * 16 + n_out * 16  # a target embedding and a generator
+    untied, tied = make_model(tie_embeddings=False, tgt_vocab_size=v_tgt), make_model(tie_embeddings=True, tgt_vocab_size=v_tgt)
+    assert untied.n_params() - tied.n_params() == n_untied_extra
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_variant_trains_one_step(variant):
     model = make_model(**VARIANTS[variant]).train()
     src, tgt = batch()
+    tgt = tgt.clamp(max=model.cfg.n_logits - 1)  # labels must be ids the generator scores
     logits = model(src, tgt[:, :-1]).logits
     loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=PAD)
     loss.backward()
