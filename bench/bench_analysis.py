@@ -99,7 +99,7 @@ def matrix_floor(model, *, repeats: int, warmup: int) -> dict:
 
     Per decoder layer: self-attention W_q, W_k, W_v, W_o, cross-attention W_q, W_o (the memory's
     keys and values are computed once per source), feed-forward W_1, W_2; then the output projection
-    ``(V, D)``. Returns the timings of the layers and of the output projection, and the megabytes of
+    ``(V_tgt, D)``. Returns the timings of the layers and of the output projection, and the megabytes of
     weights a step reads.
     """
     import torch.nn.functional as F
@@ -119,7 +119,7 @@ def matrix_floor(model, *, repeats: int, warmup: int) -> dict:
             layer.ff.w_2,
         )
     ]
-    out_w = model.tgt_emb.weight if model.generator is None else model.generator.weight  # (V, D)
+    out_w = model.tgt_emb.weight[: model.cfg.n_logits] if model.generator is None else model.generator.weight  # (V_tgt, D)
     x, h = torch.randn(1, 1, D), torch.randn(1, 1, model.cfg.d_ff)
 
     def decoder_products():
