@@ -328,10 +328,16 @@ def slider_or_fixed(label: str, lo: int, hi: int, *, key: str, value: int | None
 
 
 def pick_layer_head(n_layers: int, n_heads: int) -> tuple[int, int | None]:
-    """Layer and head pickers bound to the URL; returns (layer, head or None for the mean), counted from 0."""
+    """Layer and head pickers bound to the URL; returns (layer, head or None for the mean), counted from 0.
+
+    The layer slider spans this kind's ``n_layers``; a layer kept from a deeper kind is moved to the last one.
+    """
+    clamp = st.session_state.get("layer", 1) > n_layers  # e.g. encoder layer 5 -> a 2-layer decoder
+    if clamp:
+        st.session_state["layer"] = n_layers
     c1, c2 = st.columns(2)
     with c1:
-        layer = slider_or_fixed("Layer", 1, n_layers, key="layer", value=n_layers, bind="query-params")
+        layer = slider_or_fixed("Layer", 1, n_layers, key="layer", value=None if clamp else n_layers, bind="query-params")
     with c2:
         head = st.select_slider("Head", ["mean", *map(str, range(1, n_heads + 1))], value="mean", key="head", bind="query-params")
     return layer - 1, None if head == "mean" else int(head) - 1
@@ -539,8 +545,7 @@ def attention_panel(ctx: Ctx) -> None:
 def attention_zoom(ctx: Ctx, kind: str) -> None:
     """Zoom on one head (or the mean over heads) of ``kind``: only this reruns when layer or head moves."""
     attn, q, k, pred = MapSet.of(ctx.a).kind(kind)
-    layer, head = pick_layer_head(max(ctx.cfg.n_enc_layers, ctx.cfg.n_dec_layers), ctx.cfg.n_heads)
-    layer = min(layer, attn.shape[0] - 1)
+    layer, head = pick_layer_head(n_layers_of(ctx.cfg, kind), ctx.cfg.n_heads)
     w = pick_map(attn, layer, head)
     title = f"{KIND_NAMES[kind]}, {head_label(layer, head)}"
     fig = va.attention_heatmap(w, q, k, title=title, kind=kind, predicted=pred, layer=layer, head=head)
@@ -938,10 +943,9 @@ def mask_maps(ctx: Ctx, iv: tuple, after: Analysis, same: bool) -> None:
     """Before / after maps of one kind, layer and head, and their difference."""
     a = ctx.a
     kind = st.radio("Attention kind", KINDS, format_func=KIND_NAMES.get, key="mask_kind", horizontal=True, index=2)
-    layer, head = pick_layer_head(max(ctx.cfg.n_enc_layers, ctx.cfg.n_dec_layers), ctx.cfg.n_heads)
+    layer, head = pick_layer_head(n_layers_of(ctx.cfg, kind), ctx.cfg.n_heads)
     w0_all, q0, k0, p0 = MapSet.of(a).kind(kind)
     w1_all, q1, k1, p1 = MapSet.of(after).kind(kind)
-    layer = min(layer, w0_all.shape[0] - 1)
     w0, w1 = pick_map(w0_all, layer, head), pick_map(w1_all, layer, head)
     ablated = {(l, h) for k, l, h in iv[2] if k == kind}
     head_off = head is not None and (layer, head) in ablated

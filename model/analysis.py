@@ -21,7 +21,7 @@ import torch
 
 from model.decoding import SamplingSettings, beam_search, generate_steps, max_new_tokens, strip
 from model.tokenizer import Tokenizer
-from model.transformer import NO_INTERVENTIONS, Interventions, Transformer
+from model.transformer import NO_INTERVENTIONS, EncoderResult, Interventions, Transformer
 
 
 class InputError(ValueError):
@@ -109,17 +109,19 @@ def teacher_forced(
     tgt_in: Sequence[int],
     tgt_out: Sequence[int],
     iv: Interventions = NO_INTERVENTIONS,
+    enc: EncoderResult | None = None,
 ) -> Maps:
     """Run one teacher-forced pass on ``src_ids`` (S) and decoder input ``tgt_in`` (T) and return its maps.
 
     ``tgt_out`` (T ids) are the tokens each row predicts; their probabilities go to ``next_probs``.
-    Raises ValueError if either sequence exceeds ``max_len``.
+    ``enc``: ``model.encode`` of the source under ``iv`` with weights and intermediates, if
+    already computed. Raises ValueError if either sequence exceeds ``max_len``.
     """
     device = next(model.parameters()).device
     cfg = model.cfg
     src = torch.tensor([list(src_ids)], device=device)  # (1, S)
     tgt = torch.tensor([list(tgt_in)], device=device)  # (1, T)
-    res = model(src, tgt, iv, need_weights=True, need_intermediates=True)
+    res = model(src, tgt, iv, need_weights=True, need_intermediates=True, enc=enc)
     probs = torch.softmax(res.logits[0].float(), dim=-1)  # (T, V)
     next_probs = probs[torch.arange(len(tgt_out)), torch.tensor(list(tgt_out), device=device)]
     S, T, D, H = src.size(1), tgt.size(1), cfg.d_model, cfg.n_heads
@@ -204,6 +206,7 @@ def iv_dict(iv: Interventions) -> dict:
     }
 
 
+@torch.inference_mode()
 def analyze(
     model: Transformer,
     tok: Tokenizer,
@@ -219,6 +222,9 @@ def analyze(
     cfg = model.cfg
     src = prepare_source(tok, text, cfg.max_len)
     budget = min(settings.max_new or max_new_tokens(model, len(src.ids)), cfg.max_len - 1)
+    # Encode once, with the weights and intermediates the maps need; decoding reuses it.
+    src_t = torch.tensor([src.ids], device=next(model.parameters()).device)  # (1, S)
+    enc = model.encode(src_t, iv, need_weights=True, need_intermediates=True)
     beam = None
     if settings.method == "beam":
         res = beam_search(
@@ -229,6 +235,7 @@ def analyze(
             early_stop=settings.early_stop,
             iv=iv,
             max_new=budget,
+            enc=enc,
         )
         out = res.hypotheses[0][0]
         end = res.nodes[res.best_path[-1]]
@@ -241,7 +248,9 @@ def analyze(
     else:
         # Decode on the fused path (no weights): the maps come from one teacher-forced pass below,
         # which gives the same rows as the steps did (tests/test_decoding.py checks it).
-        steps = generate_steps(model, src.ids, iv=iv, sampling=settings.sampling(), max_new=budget, k=1, need_weights=False)
+        steps = generate_steps(
+            model, src.ids, iv=iv, sampling=settings.sampling(), max_new=budget, k=1, need_weights=False, enc=enc
+        )
         chosen = [s.chosen for s in steps]
         out = strip(chosen, cfg.eos_id)
         finished = bool(chosen) and chosen[-1] == cfg.eos_id
@@ -249,7 +258,7 @@ def analyze(
     tgt_out = out + [cfg.eos_id]
     if len(tgt_in) > cfg.max_len:
         tgt_in, tgt_out = tgt_in[: cfg.max_len], tgt_out[: cfg.max_len]
-    maps = teacher_forced(model, src.ids, tgt_in, tgt_out, iv)
+    maps = teacher_forced(model, src.ids, tgt_in, tgt_out, iv, enc=enc)
     out_tokens = [tok.piece_text(i) for i in tgt_out]
     if not finished:
         out_tokens[-1] = "…"  # budget spent: the last row predicts a token that was not kept

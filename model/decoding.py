@@ -189,6 +189,7 @@ def generate_steps(
     k: int = 5,
     max_new: int | None = None,
     need_weights: bool = True,
+    enc: EncoderResult | None = None,
 ) -> Iterator[Step]:
     """Decode one source ``src_ids`` (compact ids, ending in <eos>) token by token, yielding a ``Step`` each.
 
@@ -197,7 +198,8 @@ def generate_steps(
     there. That is how a user picks another candidate at step t. Ends after <eos> or ``max_new``.
     Raises ValueError if a forced id is not in the target vocabulary (``0 .. cfg.n_logits - 1``).
     With ``need_weights=False`` the fused attention path runs and ``Step.self_attn`` /
-    ``Step.cross_attn`` are None (same tokens and probabilities).
+    ``Step.cross_attn`` are None (same tokens and probabilities). ``enc``: this source's
+    ``model.encode`` result, if already computed.
     """
     cfg = model.cfg
     bad = [i for i in forced if not 0 <= int(i) < cfg.n_logits]
@@ -206,7 +208,7 @@ def generate_steps(
     device = next(model.parameters()).device
     src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # (1, S)
     max_new = max_new or max_new_tokens(model, src.size(1))
-    dec = Decoder(model, src, iv)
+    dec = Decoder(model, src, iv, enc=enc)
     gen = torch.Generator(device="cpu").manual_seed(sampling.seed)
     prefix = [cfg.bos_id]
     nxt = prefix[:]
@@ -290,6 +292,7 @@ def beam_search(
     iv: Interventions = NO_INTERVENTIONS,
     max_new: int | None = None,
     early_stop: bool = True,
+    enc: EncoderResult | None = None,
 ) -> BeamResult:
     """Beam search for one source (compact ids ending in <eos>), with the GNMT length penalty.
 
@@ -300,7 +303,8 @@ def beam_search(
     still beats the worst of the ``beam_size`` best finished ones (Hugging Face's
     ``early_stopping=False`` rule), which lets longer hypotheses finish. Either way it stops when
     the budget is spent (live ones are then finished as they are). With beam_size 1 this is
-    greedy decoding exactly (it always stops at the first <eos>). Raises ValueError if beam_size < 1.
+    greedy decoding exactly (it always stops at the first <eos>). ``enc``: this source's
+    ``model.encode`` result, if already computed. Raises ValueError if beam_size < 1.
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -308,7 +312,7 @@ def beam_search(
     device = next(model.parameters()).device
     src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # (1, S)
     max_new = max_new or max_new_tokens(model, src.size(1))
-    dec = Decoder(model, src, iv)
+    dec = Decoder(model, src, iv, enc=enc)
     stop_when_full = early_stop or beam_size == 1  # beam size 1 is greedy: it ends at the first <eos>
     nodes = [BeamNode(0, -1, cfg.bos_id, -1, 0.0)]
     live = [0]  # node ids of live hypotheses, one per decoder row

@@ -616,12 +616,16 @@ class Transformer(nn.Module):
         *,
         need_weights: bool = False,
         need_intermediates: bool = False,
+        enc: EncoderResult | None = None,
     ) -> ForwardResult:
         """Teacher-forced pass: ``src (B, S)``, ``tgt (B, T)`` -> logits ``(B, T, V_tgt)`` (+ maps if asked).
 
-        ``logits[:, t]`` scores the token that follows ``tgt[:, :t+1]``.
+        ``logits[:, t]`` scores the token that follows ``tgt[:, :t+1]``. ``enc`` may pass
+        ``self.encode(src, iv, ...)`` already computed (with the weights and intermediates asked
+        for here), so that a source decoded and then analysed is encoded once.
         """
-        enc = self.encode(src, iv, need_weights=need_weights, need_intermediates=need_intermediates)
+        if enc is None:
+            enc = self.encode(src, iv, need_weights=need_weights, need_intermediates=need_intermediates)
         dec = self.decode(tgt, enc, iv, need_weights=need_weights, need_intermediates=need_intermediates)
         return ForwardResult(
             dec.logits,

@@ -166,6 +166,27 @@ def test_switching_model_starts_over_with_its_own_example():
     assert at.select_slider(key="step").value == 1
 
 
+def test_layer_slider_spans_the_layers_of_the_kind_shown():
+    """en-de has 5 encoder and 2 decoder layers: the zoom's Layer slider covers the kind's own layers,
+    and encoder layer 5 becomes decoder layer 2 when the kind changes (no dead slider range)."""
+    if not (MODELS / "en-de" / "config.json").exists():
+        pytest.skip("pretrained/en-de is not trained yet")
+    import app
+
+    at = run_app(model="en-de", sentence="A dog runs.", view="attention", kind="enc_self")
+    from model.checkpoint import load_checkpoint
+
+    cfg = load_checkpoint(MODELS / "en-de", "cpu").model.cfg
+    assert cfg.n_enc_layers > cfg.n_dec_layers, "this test needs a deeper encoder than decoder"
+    assert at.slider(key="layer").max == cfg.n_enc_layers
+    at.slider(key="layer").set_value(cfg.n_enc_layers).run()
+    at.radio(key="kind").set_value("cross").run()
+    ok(at)
+    assert not at.warning, [w.value for w in at.warning]
+    assert (at.slider(key="layer").value, at.slider(key="layer").max) == (cfg.n_dec_layers, cfg.n_dec_layers)
+    assert chart(at, f"{app.KIND_NAMES['cross']}, layer {cfg.n_dec_layers}")
+
+
 def test_model_picker_lists_checkpoint_folders():
     at = run_app(sentence=SENTENCE)
     expected = sorted(p.name for p in MODELS.iterdir() if (p / "config.json").is_file())
