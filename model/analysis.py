@@ -122,7 +122,7 @@ def teacher_forced(
     src = torch.tensor([list(src_ids)], device=device)  # (1, S)
     tgt = torch.tensor([list(tgt_in)], device=device)  # (1, T)
     res = model(src, tgt, iv, need_weights=True, need_intermediates=True, enc=enc)
-    probs = torch.softmax(res.logits[0].float(), dim=-1)  # (T, V)
+    probs = torch.softmax(res.logits[0].float(), dim=-1)  # (T, V_tgt)
     next_probs = probs[torch.arange(len(tgt_out)), torch.tensor(list(tgt_out), device=device)]
     S, T, D, H = src.size(1), tgt.size(1), cfg.d_model, cfg.n_heads
     it = res.intermediates
@@ -150,7 +150,7 @@ def teacher_forced(
     ]
     shapes += [
         ("logits", tuple(res.logits.shape), f"B x T x target vocab ({cfg.n_logits}): one score per piece the decoder can write"),
-        ("next-token probabilities", tuple(res.logits.shape), "softmax over the vocabulary"),
+        ("next-token probabilities", tuple(res.logits.shape), "softmax over the target vocabulary"),
     ]
     return Maps(_np(res.enc_self_attn[:, 0]), _np(res.dec_self_attn[:, 0]), _np(res.cross_attn[:, 0]), _np(next_probs), shapes)
 

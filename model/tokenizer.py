@@ -9,11 +9,13 @@ the 256 single bytes:
 A cl100k piece outside the compact vocabulary is spelled with single-byte tokens, so every
 Unicode string encodes with no unknown token and decodes back exactly.
 
+Text that looks like a tiktoken special token (``<|endoftext|>``) is ordinary text: it is split
+into ordinary pieces.
+
 The first ``tgt_vocab_size`` compact ids are the *target vocabulary*: the specials, the bytes and
 the target-language pieces, which ``build`` puts first. The decoder reads and writes only those
-ids (``encode(text, target=True)`` spells any other piece with bytes), so the generator scores
-about 4k pieces instead of 11k. That halves the bytes of weights one decoding step reads. Text that looks like a
-tiktoken special token (``<|endoftext|>``) is ordinary text: it is split into ordinary pieces.
+ids (``encode(text, target=True)`` spells any other piece with bytes), so the generator of
+pretrained/en-de scores 4,051 pieces instead of 11,490: fewer weights to read per decoding step.
 """
 
 from __future__ import annotations
