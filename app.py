@@ -85,15 +85,17 @@ WORD_ORDER = {"translate": ("dog bites man", "man bites dog"), "reverse": ("a b 
 TEACHES = {
     "translate": "What the model reads and writes. Text is cut into sub-word pieces (tiktoken cl100k pieces, renumbered "
     "into this model's small vocabulary); the encoder reads the source pieces plus <eos>, and the decoder writes the "
-    "output one piece at a time, from the target-language part of the vocabulary, until it emits <eos>. Greedy takes the most probable piece at each step, beam search "
-    "keeps several partial outputs and picks the best-scoring one, sampling draws at random.",
+    "output one piece at a time, from the target-language part of the vocabulary, until it emits <eos>. Greedy takes "
+    "the most probable piece at each step, beam search keeps several partial outputs and picks the best-scoring one, "
+    "sampling draws at random.",
     "attention": "Each tile is one head's attention weights softmax(QKᵀ/√d_head) (paper eq. 1): a row is a query token, "
     "the columns are the keys it reads, and every row sums to 1. Encoder self-attention mixes the source; decoder "
     "self-attention is causal, so a token sees only itself and earlier outputs (the grey triangle is masked); "
     "cross-attention is where each output step looks in the source, often close to a word alignment.",
     "steps": "Decoding is a loop. At step t the decoder has read <bos> and the t pieces written so far; it gives a "
-    "probability to every piece it can write (the target vocabulary) and one is appended. Watch the new query's cross-attention move "
-    "along the source, and force another candidate to see how the rest of the output follows from one choice.",
+    "probability to every piece it can write (the target vocabulary) and one is appended. Watch the new query's "
+    "cross-attention move along the source, and force another candidate to see how the rest of the output follows "
+    "from one choice.",
     "pe": "Attention itself ignores word order: without positional information, 'dog bites man' and 'man bites dog' give "
     "the same vectors, only shuffled. The paper adds sine and cosine waves of geometrically growing wavelengths to "
     "the embeddings (section 3.5), so every position gets its own pattern and nearby positions look alike.",
