@@ -119,7 +119,7 @@ def matrix_floor(model, *, repeats: int, warmup: int) -> dict:
             layer.ff.w_2,
         )
     ]
-    out_w = model.tgt_emb.weight[: model.cfg.n_logits] if model.generator is None else model.generator.weight  # (V_tgt, D)
+    out_w = model.generator_weight  # (V_tgt, D)
     x, h = torch.randn(1, 1, D), torch.randn(1, 1, model.cfg.d_ff)
 
     def decoder_products():

@@ -44,6 +44,20 @@ def cl100k() -> tiktoken.Encoding:
         return tiktoken.get_encoding("cl100k_base")
 
 
+@lru_cache(maxsize=1)
+def byte_pieces() -> tuple[int, ...]:
+    """cl100k ids of the 256 single-byte pieces, byte 0 first."""
+    return tuple(cl100k().encode_single_token(bytes([b])) for b in range(N_BYTES))
+
+
+def count_pieces(texts: Iterable[str]) -> Counter[int]:
+    """How often each cl100k piece occurs in ``texts`` (special-token strings count as plain text)."""
+    counts: Counter[int] = Counter()
+    for t in texts:
+        counts.update(cl100k().encode_ordinary(t))
+    return counts
+
+
 @dataclass(frozen=True)
 class Piece:
     """One token of an encoded text: its display string, compact id and cl100k id (-1 for specials)."""
@@ -64,7 +78,7 @@ class Tokenizer:
         """
         enc = cl100k()
         self.enc = enc
-        self.byte_cl100k = [enc.encode_single_token(bytes([b])) for b in range(N_BYTES)]
+        self.byte_cl100k = list(byte_pieces())
         byte_set = set(self.byte_cl100k)
         corpus = [int(i) for i in cl100k_ids if int(i) not in byte_set]
         self.cl100k_of = [-1] * len(SPECIALS) + self.byte_cl100k + corpus  # compact id -> cl100k id
@@ -90,21 +104,20 @@ class Tokenizer:
     ) -> Tokenizer:
         """Keep every cl100k piece seen at least ``min_freq`` times in ``texts``, most frequent first.
 
-        With ``tgt_texts``, the pieces seen at least ``tgt_min_freq`` times there come first and
-        form the target vocabulary; the other kept pieces of ``texts`` follow (source side only).
+        With ``tgt_texts`` (the target side; ``texts`` are then the source side), counts cover both
+        sides, and the target pieces seen at least ``tgt_min_freq`` times come first and form the
+        target vocabulary; the other kept pieces follow (source side only).
         """
-        counts: Counter[int] = Counter()
-        for t in texts:
-            counts.update(cl100k().encode_ordinary(t))
-        kept = sorted((c for c, n in counts.items() if n >= min_freq), key=lambda c: (-counts[c], c))
+        counts = count_pieces(texts)
         if tgt_texts is None:
-            return cls(kept)
-        tgt_counts: Counter[int] = Counter()
-        for t in tgt_texts:
-            tgt_counts.update(cl100k().encode_ordinary(t))
-        byte_set = set(cls([]).byte_cl100k)
-        tgt = [c for c in sorted(tgt_counts, key=lambda c: (-tgt_counts[c], c)) if tgt_counts[c] >= tgt_min_freq]
-        tgt = [c for c in tgt if c not in byte_set]
+            return cls(sorted((c for c, n in counts.items() if n >= min_freq), key=lambda c: (-counts[c], c)))
+        tgt_counts = count_pieces(tgt_texts)
+        counts.update(tgt_counts)
+        kept = sorted((c for c, n in counts.items() if n >= min_freq), key=lambda c: (-counts[c], c))
+        bytes_ = set(byte_pieces())
+        tgt = sorted(
+            (c for c, n in tgt_counts.items() if n >= tgt_min_freq and c not in bytes_), key=lambda c: (-tgt_counts[c], c)
+        )
         in_tgt = set(tgt)
         return cls(tgt + [c for c in kept if c not in in_tgt], tgt_vocab_size=len(SPECIALS) + N_BYTES + len(tgt))
 

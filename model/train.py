@@ -244,12 +244,11 @@ def main(argv=None) -> dict:
     if a.resume and (out / "vocab.json").exists():
         tok = Tokenizer.load(out / "vocab.json")
     else:
-        tok = Tokenizer.build(
-            [s for p in train_pairs for s in p],
-            min_freq=a.min_freq,
-            tgt_texts=None if a.tgt_min_freq is None else [t for _, t in train_pairs],
-            tgt_min_freq=a.tgt_min_freq or 0,
-        )
+        if a.tgt_min_freq is None:  # one vocabulary for both sides
+            tok = Tokenizer.build([s for p in train_pairs for s in p], min_freq=a.min_freq)
+        else:  # the decoder gets its own, smaller part of it
+            src, tgt = [s for s, _ in train_pairs], [t for _, t in train_pairs]
+            tok = Tokenizer.build(src, min_freq=a.min_freq, tgt_texts=tgt, tgt_min_freq=a.tgt_min_freq)
     cfg = TransformerConfig(
         vocab_size=tok.vocab_size,
         tgt_vocab_size=None if tok.tgt_vocab_size == tok.vocab_size else tok.tgt_vocab_size,

@@ -499,9 +499,12 @@ class Transformer(nn.Module):
         Tied, it is the target embedding matrix's first V_tgt rows (``cfg.n_logits``): logit ``i``
         scores compact id ``i``, and ids past the target vocabulary are never produced.
         """
-        if self.generator is None:
-            return h @ self.tgt_emb.weight[: self.cfg.n_logits].T  # (B, T, V_tgt)
-        return self.generator(h)
+        return h @ self.generator_weight.T  # (B, T, V_tgt)
+
+    @property
+    def generator_weight(self) -> Tensor:
+        """The output projection ``(V_tgt, D)``: the target embedding's first V_tgt rows when tied."""
+        return self.tgt_emb.weight[: self.cfg.n_logits] if self.generator is None else self.generator.weight
 
     # -- the three entry points -----------------------------------------------------------
     def encode(
