@@ -3,8 +3,9 @@
     python bench/bench_analysis.py [--ckpt DIR] [--quick]
 
 "with attention" is ``model.analysis.analyze``: tokenize, encode, greedy decode step by step
-(``generate_steps`` on the fused path), then one teacher-forced pass that returns the full
-``(L, H, T_q, T_k)`` maps, as numpy: exactly what the app computes for a new sentence.
+(``generate_steps`` returning each step's attention rows), and the full ``(L, H, T_q, T_k)`` maps
+assembled from those rows, as numpy: exactly what the app computes for a new sentence. Its parts:
+the steps with their attention rows, and the same steps on the fused path (no weights).
 "without attention" is ``model.decoding.greedy_batch`` on the same tokens (tokenize + decode to
 text included), the fused ``scaled_dot_product_attention`` path with the key/value cache.
 Both produce the same translation (asserted). Sources are 5, 15 and 40 caption-style words.
@@ -21,7 +22,7 @@ from __future__ import annotations
 import benchlib as bl
 import torch
 
-from model.analysis import analyze, prepare_source, teacher_forced
+from model.analysis import analyze, prepare_source
 from model.decoding import generate_steps, greedy_batch, max_new_tokens
 
 TARGET_MS = 50.0
@@ -47,21 +48,16 @@ def run(loaded, *, repeats: int = 30, warmup: int = 5, lengths=(5, 15, 40)) -> d
         assert plain()[1] == ref.out_ids, "greedy_batch and analyze disagree on the translation"
         src = ref.source
         budget = min(max_new_tokens(model, len(src.ids)), cfg.max_len - 1)
-        tgt_in = [cfg.bos_id] + ref.out_ids
-        tgt_out = ref.out_ids + [cfg.eos_id]
 
-        def steps_only(src=src, budget=budget):
-            return [s.chosen for s in generate_steps(model, src.ids, max_new=budget, k=1, need_weights=False)]
-
-        def tf_only(src=src, tgt_in=tgt_in, tgt_out=tgt_out):
-            return teacher_forced(model, src.ids, tgt_in[: cfg.max_len], tgt_out[: cfg.max_len])
+        def steps(need_weights: bool, src=src, budget=budget):
+            return [s.chosen for s in generate_steps(model, src.ids, max_new=budget, k=1, need_weights=need_weights)]
 
         t = bl.measure_many(
             {
                 "analyze": lambda text=text: analyze(model, tok, text),
                 "greedy": plain,
-                "steps": steps_only,
-                "teacher_forced": tf_only,
+                "steps_maps": lambda: steps(True),
+                "steps_fused": lambda: steps(False),
             },
             repeats=repeats,
             warmup=warmup,
@@ -73,8 +69,8 @@ def run(loaded, *, repeats: int = 30, warmup: int = 5, lengths=(5, 15, 40)) -> d
                 "out_tokens": len(ref.out_ids) + int(ref.finished),  # decoding steps (incl. <eos> when it came)
                 "analyze": t["analyze"],
                 "greedy_no_attention": t["greedy"],
-                "part_steps": t["steps"],
-                "part_teacher_forced": t["teacher_forced"],
+                "part_steps_maps": t["steps_maps"],
+                "part_steps_fused": t["steps_fused"],
                 "attention_overhead": t["analyze"].median_ms / t["greedy"].median_ms,
                 "translation": ref.translation,
             }
@@ -172,7 +168,7 @@ def table(res: dict) -> str:
         "src tokens": "src_tokens",
         "out tokens": "out_tokens",
         "analyze, all attention (ms)": "analyze",
-        "= steps + teacher-forced pass (ms)": lambda r: f"{r['part_steps']} + {r['part_teacher_forced']}",
+        "of which encode + steps with rows / fused (ms)": lambda r: f"{r['part_steps_maps']} / {r['part_steps_fused']}",
         "greedy, no attention (ms)": "greedy_no_attention",
         "cost of attention": ("attention_overhead", "{:.2f}x"),
         "matrix floor of the steps (ms)": ("matrix_floor_ms", "{:.1f}"),

@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from model.decoding import SamplingSettings, beam_search, generate_steps, max_new_tokens, strip
+from model.decoding import SamplingSettings, Step, beam_search, generate_steps, max_new_tokens, strip
 from model.tokenizer import Tokenizer
-from model.transformer import NO_INTERVENTIONS, EncoderResult, Interventions, Transformer
+from model.transformer import NO_INTERVENTIONS, EncoderResult, Interventions, Transformer, TransformerConfig
 
 
 class InputError(ValueError):
@@ -88,7 +88,7 @@ def _np(x: torch.Tensor | None) -> np.ndarray | None:
 
 @dataclass
 class Maps:
-    """Attention of one teacher-forced pass (batch of one).
+    """The attention maps of one translation (batch of one), as one teacher-forced pass over it gives them.
 
     enc_self ``(L_enc, H, S, S)``, dec_self ``(L_dec, H, T, T)``, cross ``(L_dec, H, T, S)``, float32;
     ``next_probs (T,)`` the probability the model gave each predicted token; ``shapes`` lists
@@ -114,45 +114,73 @@ def teacher_forced(
     """Run one teacher-forced pass on ``src_ids`` (S) and decoder input ``tgt_in`` (T) and return its maps.
 
     ``tgt_out`` (T ids) are the tokens each row predicts; their probabilities go to ``next_probs``.
-    ``enc``: ``model.encode`` of the source under ``iv`` with weights and intermediates, if
-    already computed. Raises ValueError if either sequence exceeds ``max_len``.
+    ``enc``: ``model.encode`` of the source under ``iv`` with weights, if already computed. Raises ValueError if either sequence exceeds ``max_len``.
     """
     device = next(model.parameters()).device
     cfg = model.cfg
     src = torch.tensor([list(src_ids)], device=device)  # (1, S)
     tgt = torch.tensor([list(tgt_in)], device=device)  # (1, T)
-    res = model(src, tgt, iv, need_weights=True, need_intermediates=True, enc=enc)
+    res = model(src, tgt, iv, need_weights=True, enc=enc)
     probs = torch.softmax(res.logits[0].float(), dim=-1)  # (T, V_tgt)
     next_probs = probs[torch.arange(len(tgt_out)), torch.tensor(list(tgt_out), device=device)]
-    S, T, D, H = src.size(1), tgt.size(1), cfg.d_model, cfg.n_heads
-    it = res.intermediates
+    S, T = src.size(1), tgt.size(1)
+    return Maps(
+        _np(res.enc_self_attn[:, 0]),
+        _np(res.dec_self_attn[:, 0]),
+        _np(res.cross_attn[:, 0]),
+        _np(next_probs),
+        data_flow(cfg, S, T),
+    )
+
+
+def data_flow(cfg: TransformerConfig, S: int, T: int) -> list[tuple[str, tuple[int, ...], str]]:
+    """Every stage of one forward pass with a source of S and a decoder input of T tokens, batch of one,
+    as (name, shape, meaning), in order: what the app's "Shapes" view lists.
+
+    The shapes follow from the config; tests/test_decoding.py checks them against the tensors of a
+    real forward pass.
+    """
+    D, H = cfg.d_model, cfg.n_heads
     shapes = [
         ("source token ids", (1, S), "B x S: compact ids of the source pieces, ending in <eos>"),
-        ("source embeddings x sqrt(d_model)", tuple(it["enc_tok_emb"].shape), "B x S x d_model (section 3.4)"),
-        ("positional encoding", tuple(it["enc_pos_enc"].shape), "S x d_model, added to each row (section 3.5)"),
-        ("encoder input", tuple(it["enc_in"].shape), "B x S x d_model"),
+        ("source embeddings x sqrt(d_model)", (1, S, D), "B x S x d_model (section 3.4)"),
+        ("positional encoding", (S, D), "S x d_model, added to each row (section 3.5)"),
+        ("encoder input", (1, S, D), "B x S x d_model"),
         ("Q, K, V per head", (1, H, S, cfg.d_head), f"B x n_heads x S x d_head, d_head = {D} / {H}"),
         ("encoder self-attention weights", (1, H, S, S), "B x n_heads x S x S per layer: softmax(QK^T / sqrt(d_head))"),
         ("feed-forward hidden", (1, S, cfg.d_ff), "B x S x d_ff, ReLU (eq. 2)"),
     ]
+    shapes += [(f"encoder layer {i + 1} output", (1, S, D), "B x S x d_model") for i in range(cfg.n_enc_layers)]
     shapes += [
-        (f"encoder layer {i + 1} output", tuple(it[f"enc_layer_{i}"].shape), "B x S x d_model") for i in range(cfg.n_enc_layers)
-    ]
-    shapes += [
-        ("memory (encoder output)", tuple(it["memory"].shape), "B x S x d_model: keys and values of cross-attention"),
+        ("memory (encoder output)", (1, S, D), "B x S x d_model: keys and values of cross-attention"),
         ("target token ids", (1, T), "B x T: <bos> then the output so far"),
-        ("target embeddings + PE", tuple(it["dec_in"].shape), "B x T x d_model"),
+        ("target embeddings + PE", (1, T, D), "B x T x d_model"),
         ("decoder causal self-attention weights", (1, H, T, T), "B x n_heads x T x T per layer, upper triangle masked"),
         ("cross-attention weights", (1, H, T, S), "B x n_heads x T x S per layer: target queries, source keys"),
     ]
+    shapes += [(f"decoder layer {i + 1} output", (1, T, D), "B x T x d_model") for i in range(cfg.n_dec_layers)]
     shapes += [
-        (f"decoder layer {i + 1} output", tuple(it[f"dec_layer_{i}"].shape), "B x T x d_model") for i in range(cfg.n_dec_layers)
+        ("logits", (1, T, cfg.n_logits), f"B x T x target vocab ({cfg.n_logits}): one score per piece the decoder can write"),
+        ("next-token probabilities", (1, T, cfg.n_logits), "softmax over the target vocabulary"),
     ]
-    shapes += [
-        ("logits", tuple(res.logits.shape), f"B x T x target vocab ({cfg.n_logits}): one score per piece the decoder can write"),
-        ("next-token probabilities", tuple(res.logits.shape), "softmax over the target vocabulary"),
-    ]
-    return Maps(_np(res.enc_self_attn[:, 0]), _np(res.dec_self_attn[:, 0]), _np(res.cross_attn[:, 0]), _np(next_probs), shapes)
+    return shapes
+
+
+def maps_from_steps(enc: EncoderResult, steps: Sequence[Step], cfg: TransformerConfig) -> Maps:
+    """The maps of a decoding that ended with <eos> under the causal mask, assembled from its steps.
+
+    Step t's query rows are row t of the teacher-forced maps of the finished output (the causal
+    mask keeps later tokens out of them; tests/test_decoding.py checks both give the same maps), so
+    no second decoder pass is needed. ``enc``: the source's ``model.encode`` with weights;
+    ``steps``: every step, made with ``need_weights=True``.
+    """
+    L, H, T, S = cfg.n_dec_layers, cfg.n_heads, len(steps), enc.memory.size(1)
+    dec_self = torch.zeros(L, H, T, T)
+    for s in steps:
+        dec_self[:, :, s.t, : s.t + 1] = s.self_attn  # (L, H, t + 1): the new query over the prefix
+    cross = torch.stack([s.cross_attn for s in steps], dim=2)  # T x (L, H, S) -> (L, H, T, S)
+    next_probs = torch.tensor([s.chosen_prob for s in steps])  # (T,)
+    return Maps(_np(enc.enc_self_attn[:, 0]), _np(dec_self), _np(cross), _np(next_probs), data_flow(cfg, S, T))
 
 
 @dataclass
@@ -222,9 +250,9 @@ def analyze(
     cfg = model.cfg
     src = prepare_source(tok, text, cfg.max_len)
     budget = min(settings.max_new or max_new_tokens(model, len(src.ids)), cfg.max_len - 1)
-    # Encode once, with the weights and intermediates the maps need; decoding reuses it.
+    # Encode once, with the weights the maps need; decoding reuses it.
     src_t = torch.tensor([src.ids], device=next(model.parameters()).device)  # (1, S)
-    enc = model.encode(src_t, iv, need_weights=True, need_intermediates=True)
+    enc = model.encode(src_t, iv, need_weights=True)
     beam = None
     if settings.method == "beam":
         res = beam_search(
@@ -246,10 +274,11 @@ def analyze(
             "hypotheses": [(tok.decode(h), s) for h, s in res.hypotheses],
         }
     else:
-        # Decode on the fused path (no weights): the maps come from one teacher-forced pass below,
-        # which gives the same rows as the steps did (tests/test_decoding.py checks it).
-        steps = generate_steps(
-            model, src.ids, iv=iv, sampling=settings.sampling(), max_new=budget, k=1, need_weights=False, enc=enc
+        # With the causal mask each step's attention rows are final: keep them as the maps.
+        steps = list(
+            generate_steps(
+                model, src.ids, iv=iv, sampling=settings.sampling(), max_new=budget, k=1, need_weights=iv.causal, enc=enc
+            )
         )
         chosen = [s.chosen for s in steps]
         out = strip(chosen, cfg.eos_id)
@@ -258,7 +287,12 @@ def analyze(
     tgt_out = out + [cfg.eos_id]
     if len(tgt_in) > cfg.max_len:
         tgt_in, tgt_out = tgt_in[: cfg.max_len], tgt_out[: cfg.max_len]
-    maps = teacher_forced(model, src.ids, tgt_in, tgt_out, iv, enc=enc)
+    if beam is None and finished and iv.causal:
+        maps = maps_from_steps(enc, steps, cfg)
+    else:
+        # Beam search (its steps mix hypotheses), an output cut by the budget (its last row was never
+        # decoded) or no causal mask (every row sees the whole output): one teacher-forced pass.
+        maps = teacher_forced(model, src.ids, tgt_in, tgt_out, iv, enc=enc)
     out_tokens = [tok.piece_text(i) for i in tgt_out]
     if not finished:
         out_tokens[-1] = "…"  # budget spent: the last row predicts a token that was not kept

@@ -15,7 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.analysis import DecodeSettings, analyze, step_trace
+from model.analysis import DecodeSettings, analyze, data_flow, step_trace, teacher_forced
 from model.checkpoint import PRETRAINED, load_checkpoint
 from model.decoding import (
     SamplingSettings,
@@ -257,6 +257,62 @@ def test_analyze_shows_the_maps_of_the_translation_it_made(reverse, method):
         for s in steps:
             np.testing.assert_allclose(s.cross_attn, a.maps.cross[:, :, s.t], atol=1e-5)
             np.testing.assert_allclose(s.self_attn, a.maps.dec_self[:, :, s.t, : s.t + 1], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "iv",
+    [
+        Interventions(),
+        Interventions(window=2),
+        Interventions(temperature=1.7),
+        Interventions(src_hidden={1}),
+        Interventions(ablate={("dec_self", 0, 0), ("cross", 1, 1)}),
+        Interventions(causal=False),
+    ],
+)
+@pytest.mark.parametrize("method", ["greedy", "sample"])
+def test_analyze_maps_equal_one_teacher_forced_pass_over_its_output(reverse, method, iv):
+    """``analyze`` keeps the decoding steps' rows as the maps when it can; they must be exactly
+    what one teacher-forced pass over the finished output gives (and what it falls back to)."""
+    model, tok = reverse.model, reverse.tokenizer
+    a = analyze(model, tok, " q r s t u", DecodeSettings(method, seed=3, temperature=1.5), iv)
+    if iv == Interventions():
+        assert a.finished, "the reverse model should finish this input: the steps path must be tested"
+    eos = model.cfg.eos_id
+    tf = teacher_forced(model, a.source.ids, [model.cfg.bos_id] + a.out_ids, a.out_ids + [eos], iv)
+    for name in ("enc_self", "dec_self", "cross", "next_probs"):
+        np.testing.assert_allclose(getattr(a.maps, name), getattr(tf, name), atol=1e-5, rtol=0, err_msg=name)
+    assert a.maps.shapes == tf.shapes
+
+
+def test_data_flow_lists_the_shapes_of_a_real_forward_pass():
+    model = make_model(4, n_enc_layers=3, n_dec_layers=2, tgt_vocab_size=12)
+    cfg = model.cfg
+    S, T = 6, 4
+    with torch.no_grad():
+        res = model(
+            torch.tensor([src_ids(4, S - 1)]), torch.tensor([[1] + [5] * (T - 1)]), need_weights=True, need_intermediates=True
+        )
+    it = res.intermediates
+    real = {
+        "source token ids": (1, S),
+        "source embeddings x sqrt(d_model)": it["enc_tok_emb"].shape,
+        "positional encoding": it["enc_pos_enc"].shape,
+        "encoder input": it["enc_in"].shape,
+        "encoder self-attention weights": res.enc_self_attn[:, :1].shape[1:],
+        "memory (encoder output)": it["memory"].shape,
+        "target token ids": (1, T),
+        "target embeddings + PE": it["dec_in"].shape,
+        "decoder causal self-attention weights": res.dec_self_attn[:, :1].shape[1:],
+        "cross-attention weights": res.cross_attn[:, :1].shape[1:],
+        "logits": res.logits.shape,
+    }
+    real |= {f"encoder layer {i + 1} output": it[f"enc_layer_{i}"].shape for i in range(cfg.n_enc_layers)}
+    real |= {f"decoder layer {i + 1} output": it[f"dec_layer_{i}"].shape for i in range(cfg.n_dec_layers)}
+    listed = {name: shape for name, shape, _ in data_flow(cfg, S, T)}
+    assert len(listed) == len(data_flow(cfg, S, T)), "stage names must be unique"
+    for name, shape in real.items():
+        assert listed[name] == tuple(shape), name
 
 
 def test_a_target_vocabulary_bounds_every_decoder_and_forced_ids():
