@@ -9,7 +9,8 @@ embeddings); its weights are random and nothing is downloaded. It runs with eage
 implementation that can return attention weights.
 
 ours:   ``model.analysis.analyze`` (benchmark 1): tokenize, greedy decode returning each step's
-        attention rows, the maps assembled from them, as float32 numpy ``(L, H, T_q, T_k)``, next-token probabilities.
+        attention rows, the maps assembled from them as float32 numpy ``(L, H, T_q, T_k)``, and
+        next-token probabilities.
 Marian: tokenize (our tokenizer), ``generate(num_beams=1, do_sample=False, output_attentions=True,
         output_scores=True, return_dict_in_generate=True)`` forced to make exactly as many tokens
         as our translation has rows (``min_new_tokens = max_new_tokens``: its random weights

@@ -114,7 +114,8 @@ def teacher_forced(
     """Run one teacher-forced pass on ``src_ids`` (S) and decoder input ``tgt_in`` (T) and return its maps.
 
     ``tgt_out`` (T ids) are the tokens each row predicts; their probabilities go to ``next_probs``.
-    ``enc``: ``model.encode`` of the source under ``iv`` with weights, if already computed. Raises ValueError if either sequence exceeds ``max_len``.
+    ``enc``: ``model.encode`` of the source under ``iv`` with weights, if already computed.
+    Raises ValueError if either sequence exceeds ``max_len``.
     """
     device = next(model.parameters()).device
     cfg = model.cfg
