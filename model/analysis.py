@@ -284,10 +284,8 @@ def analyze(
         chosen = [s.chosen for s in steps]
         out = strip(chosen, cfg.eos_id)
         finished = bool(chosen) and chosen[-1] == cfg.eos_id
-    tgt_in = [cfg.bos_id] + out
+    tgt_in = [cfg.bos_id] + out  # at most max_len ids: the budget is at most max_len - 1 tokens
     tgt_out = out + [cfg.eos_id]
-    if len(tgt_in) > cfg.max_len:
-        tgt_in, tgt_out = tgt_in[: cfg.max_len], tgt_out[: cfg.max_len]
     if beam is None and finished and iv.causal:
         maps = maps_from_steps(enc, steps, cfg)
     else:
