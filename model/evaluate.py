@@ -16,6 +16,7 @@ import torch
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm import tqdm
 
+from model.analysis import DecodeSettings
 from model.checkpoint import load_checkpoint
 from model.data import default_data_dir, pad_batch, read_pairs, split_file, token_batches
 from model.decoding import beam_search, greedy_batch
@@ -27,12 +28,16 @@ def translate(
     sources: list[str],
     *,
     beam_size: int = 1,
-    alpha: float = 0.6,
-    early_stop: bool = True,
+    alpha: float = DecodeSettings.alpha,
+    early_stop: bool = DecodeSettings.early_stop,
     max_tokens: int = 4096,
     progress: bool = True,
 ) -> list[str]:
-    """Translate ``sources`` with greedy decoding (batched, ``beam_size`` 1) or beam search (one by one)."""
+    """Translate ``sources`` with greedy decoding (batched, ``beam_size`` 1) or beam search (one by one).
+
+    Beam search defaults to the app's settings (``DecodeSettings``: the length penalty and stop rule
+    chosen on val for pretrained/en-de). Raises ValueError if a source is longer than ``max_len``.
+    """
     model, tok = loaded.model, loaded.tokenizer
     ex = [(s, [0]) for s, _ in encode_pairs(tok, [(s, "") for s in sources], model.cfg.max_len)]
     if len(ex) != len(sources):
@@ -74,12 +79,15 @@ def main(argv=None) -> dict:
     ap.add_argument("--tgt-lang", default="de")
     ap.add_argument("--beam-size", type=int, default=5)
     ap.add_argument(
-        "--alpha", type=float, default=2.0, help="GNMT length penalty for beam search (2.0: best on val, README 'Scores')"
+        "--alpha",
+        type=float,
+        default=DecodeSettings.alpha,
+        help=f"GNMT length penalty for beam search (default {DecodeSettings.alpha}: best on val, README 'Scores')",
     )
     ap.add_argument(
         "--early-stop",
         action=argparse.BooleanOptionalAction,
-        default=False,
+        default=DecodeSettings.early_stop,
         help="beam search stops once beam-size hypotheses have finished (default --no-early-stop: it goes on while a live one "
         "can still beat them; best on val)",
     )
