@@ -70,7 +70,10 @@ class Decoder:
             self.cache = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.cache]
         if self.ys is not None:
             self.ys = self.ys.index_select(0, index)
-        self.enc = EncoderResult(self.enc.memory.index_select(0, index), self.enc.src_allowed.index_select(0, index))
+        allowed = self.enc.src_allowed
+        self.enc = EncoderResult(
+            self.enc.memory.index_select(0, index), None if allowed is None else allowed.index_select(0, index)
+        )
         self.cross_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.cross_kv]
 
 

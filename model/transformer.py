@@ -380,14 +380,15 @@ class EncoderResult:
     """What ``Transformer.encode`` returns.
 
     memory:   ``(B, S, D)`` final encoder states (the decoder's keys and values come from it).
-    src_allowed: bool ``(B, 1, 1, S)``: True for keys that are real (not padding, not hidden).
+    src_allowed: bool ``(B, 1, 1, S)``: True for keys that are real (not padding, not hidden);
+        None when every key is real, so cross-attention needs no mask (checked once per source).
     enc_self_attn: ``(n_enc_layers, B, H, S, S)`` post-softmax weights, if asked.
     intermediates: name -> tensor (``tok_emb (B, S, D)``, ``pos_enc (S, D)``, ``enc_in``,
         ``enc_layer_{i}`` ``(B, S, D)``), if asked.
     """
 
     memory: Tensor
-    src_allowed: Tensor
+    src_allowed: Tensor | None
     enc_self_attn: Tensor | None = None
     intermediates: dict[str, Tensor] = field(default_factory=dict)
 
@@ -549,7 +550,8 @@ class Transformer(nn.Module):
         if inter is not None:
             inter["memory"] = memory
         stacked = torch.stack(maps) if need_weights else None  # (L, B, H, S, S)
-        return EncoderResult(memory, src_allowed, stacked, inter or {})
+        keep = None if bool(src_allowed.all()) else src_allowed  # no masked key: the decoder needs no mask
+        return EncoderResult(memory, keep, stacked, inter or {})
 
     def cross_kv(self, enc: EncoderResult) -> list[tuple[Tensor, Tensor]]:
         """Per decoder layer, keys and values of the memory ``(B, H, S, Dh)``: computed once per source."""
@@ -583,7 +585,6 @@ class Transformer(nn.Module):
         self_allowed = band(T_new, past + T_new, past, causal=iv.causal, window=iv.window, device=tgt.device)
         if cross_kv is None:
             cross_kv = self.cross_kv(enc)
-        cross_allowed = None if bool(enc.src_allowed.all()) else enc.src_allowed  # no masked key: no mask
         new_cache, self_maps, cross_maps = [], [], []
         for i, layer in enumerate(self.decoder):
             y, kv, w_self, w_cross = layer(
@@ -591,7 +592,7 @@ class Transformer(nn.Module):
                 None if cache is None else cache[i],
                 cross_kv[i],
                 self_allowed,
-                cross_allowed,
+                enc.src_allowed,
                 temperature=iv.temperature,
                 self_head_mask=iv.head_mask("dec_self", i, self.cfg.n_heads),
                 cross_head_mask=iv.head_mask("cross", i, self.cfg.n_heads),
