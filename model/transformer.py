@@ -531,8 +531,15 @@ class Transformer(nn.Module):
             hidden = torch.zeros(S, dtype=torch.bool, device=src.device)
             hidden[[i for i in iv.src_hidden if 0 <= i < S]] = True
             src_allowed = src_allowed & ~hidden  # (B, 1, 1, S)
+        if bool(src_allowed.all()):
+            src_allowed = None  # no masked key: self- and cross-attention skip the mask
         self_band = band(S, S, 0, causal=False, window=iv.window, device=src.device)
-        enc_allowed = src_allowed if self_band is None else src_allowed & self_band  # (B, 1, S|1, S)
+        if src_allowed is None:
+            enc_allowed = self_band  # (S, S) or None
+        elif self_band is None:
+            enc_allowed = src_allowed  # (B, 1, 1, S)
+        else:
+            enc_allowed = src_allowed & self_band  # (B, 1, S, S)
         x = self.embed(src, self.src_emb, 0, iv, inter, "enc")
         maps = []
         for i, layer in enumerate(self.encoder):
@@ -550,8 +557,7 @@ class Transformer(nn.Module):
         if inter is not None:
             inter["memory"] = memory
         stacked = torch.stack(maps) if need_weights else None  # (L, B, H, S, S)
-        keep = None if bool(src_allowed.all()) else src_allowed  # no masked key: the decoder needs no mask
-        return EncoderResult(memory, keep, stacked, inter or {})
+        return EncoderResult(memory, src_allowed, stacked, inter or {})
 
     def cross_kv(self, enc: EncoderResult) -> list[tuple[Tensor, Tensor]]:
         """Per decoder layer, keys and values of the memory ``(B, H, S, Dh)``: computed once per source."""
