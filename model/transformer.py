@@ -381,7 +381,7 @@ class EncoderResult:
 
     memory:   ``(B, S, D)`` final encoder states (the decoder's keys and values come from it).
     src_allowed: bool ``(B, 1, 1, S)``: True for keys that are real (not padding, not hidden);
-        None when every key is real, so cross-attention needs no mask (checked once per source).
+        None when every key is real, so encoder self- and cross-attention run unmasked (checked once per source).
     enc_self_attn: ``(n_enc_layers, B, H, S, S)`` post-softmax weights, if asked.
     intermediates: name -> tensor (``tok_emb (B, S, D)``, ``pos_enc (S, D)``, ``enc_in``,
         ``enc_layer_{i}`` ``(B, S, D)``), if asked.
