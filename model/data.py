@@ -1,4 +1,6 @@
-"""Parallel text: reading Multi30k (or any two aligned files) and batching by token count."""
+"""Parallel text: reading corpora by name (Multi30k, Tatoeba, BConTrasT, or any folder of
+``{split}.{src,tgt}[.gz]`` under the data root), mixing them with sampling weights, and batching
+by token count."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import torch
 from torch import Tensor
 
 MULTI30K_ENV = "MULTI30K_DIR"
+DATA_ROOT_ENV = "ATTN_DATA_ROOT"
+DEV_SPLITS = ("dev", "val")  # the tuning split's name, in the order it is looked for
 
 
 def default_data_dir() -> Path | None:
@@ -23,6 +27,82 @@ def default_data_dir() -> Path | None:
         if c and (Path(c) / "train.en.gz").exists() or c and (Path(c) / "train.en").exists():
             return Path(c)
     return None
+
+
+def data_root() -> Path | None:
+    """The folder that holds one folder per corpus: ``$ATTN_DATA_ROOT``, else ``../shared/data``
+    beside the clone, else ``data/`` inside it. None if none exists."""
+    root = Path(__file__).resolve().parent.parent
+    for c in (os.environ.get(DATA_ROOT_ENV), root.parent / "shared/data", root / "data"):
+        if c and Path(c).is_dir():
+            return Path(c)
+    return None
+
+
+def corpus_dir(name: str, root: str | Path | None = None) -> Path:
+    """The folder of corpus ``name`` (``ROOT/name``; Multi30k also honours ``$MULTI30K_DIR``).
+
+    Raises FileNotFoundError naming where it looked.
+    """
+    if name == "multi30k" and root is None and os.environ.get(MULTI30K_ENV):
+        return Path(os.environ[MULTI30K_ENV])
+    base = Path(root) if root is not None else data_root()
+    if base is None or not (base / name).is_dir():
+        raise FileNotFoundError(
+            f"corpus {name!r} not found: no folder {name}/ under {base or 'the data root'} (set ${DATA_ROOT_ENV})"
+        )
+    return base / name
+
+
+def splits_of(folder: str | Path, lang: str = "en") -> list[str]:
+    """Every split name in ``folder`` that has a ``{split}.{lang}[.gz]`` file, sorted."""
+    names = {p.name.removesuffix(".gz").removesuffix(f".{lang}") for p in Path(folder).glob(f"*.{lang}*")}
+    return sorted(n for n in names if (Path(folder) / f"{n}.{lang}.gz").exists() or (Path(folder) / f"{n}.{lang}").exists())
+
+
+def dev_split(folder: str | Path, lang: str = "en") -> str:
+    """The tuning split of a corpus folder: ``dev``, else ``val``. Raises FileNotFoundError."""
+    have = splits_of(folder, lang)
+    for s in DEV_SPLITS:
+        if s in have:
+            return s
+    raise FileNotFoundError(f"{folder} has no dev or val split (splits: {have})")
+
+
+def test_splits(folder: str | Path, lang: str = "en") -> list[str]:
+    """The test splits of a corpus folder: every split whose name starts with ``test``."""
+    return [s for s in splits_of(folder, lang) if s.startswith("test")]
+
+
+def parse_corpus_spec(spec: str) -> tuple[str, float]:
+    """``"tatoeba"`` -> ("tatoeba", 1.0); ``"multi30k:3"`` -> ("multi30k", 3.0).
+
+    Raises ValueError for an empty name or a weight that is not a positive number.
+    """
+    name, _, w = spec.partition(":")
+    try:
+        weight = float(w) if w else 1.0
+    except ValueError:
+        raise ValueError(f"--corpus {spec!r}: the weight after ':' must be a number") from None
+    if not name or not weight > 0:
+        raise ValueError(f"--corpus {spec!r}: give NAME or NAME:WEIGHT with WEIGHT > 0")
+    return name, weight
+
+
+def weighted_mix(sizes: list[int], weights: list[float], seed: int) -> list[tuple[int, int]]:
+    """One epoch of a weighted mix of corpora: (corpus index, example index) pairs.
+
+    Corpus c contributes ``weights[c] * sizes[c]`` examples: every example ``floor(weight)`` times,
+    plus a random ``weight - floor(weight)`` share of its examples once more (fairseq-style
+    up/down-sampling). Deterministic for a given ``seed``.
+    """
+    rng = random.Random(seed)
+    out: list[tuple[int, int]] = []
+    for c, (n, w) in enumerate(zip(sizes, weights, strict=True)):
+        whole, frac = int(w), w - int(w)
+        out += [(c, i) for _ in range(whole) for i in range(n)]
+        out += [(c, i) for i in rng.sample(range(n), round(frac * n))]
+    return out
 
 
 def read_lines(path: str | Path) -> list[str]:

@@ -1,8 +1,10 @@
-"""Train a Transformer translator: ``python -m model.train --data DIR --out pretrained/en-de``.
+"""Train a Transformer translator: ``python -m model.train --corpus multi30k:1.5 --corpus tatoeba:0.5 --out DIR``.
 
-Reads Multi30k's raw files (``{train,val}.{en,de}.gz``, the layout of ``data/task1/raw`` in the
-public multi30k/dataset repository) or any two aligned text files (``--train-src/--train-tgt``),
-or makes the synthetic ``--task reverse`` data. Batches by token count; label-smoothed
+Reads corpora by name (``--corpus NAME[:WEIGHT]``, each a folder of ``{split}.{en,de}.gz`` under
+the data root, see ``model.data``), mixed each epoch by their sampling weights and validated on
+the dev splits of ``--val-corpus`` (default: Multi30k val and Tatoeba dev); or Multi30k's raw files
+in one folder (``--data DIR``); or any two aligned text files (``--train-src/--train-tgt``); or
+the synthetic ``--task reverse`` data. Batches by token count; label-smoothed
 cross-entropy (section 5.4); AdamW with linear warm-up then inverse-square-root or cosine decay
 (section 5.3); gradient clipping; an exponential moving average (EMA) of the weights; validation
 loss and sacreBLEU each epoch; the best checkpoint (by validation BLEU) is written to ``--out``,
@@ -19,6 +21,7 @@ import json
 import math
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import sacrebleu
@@ -28,7 +31,17 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from model.checkpoint import save_checkpoint
-from model.data import default_data_dir, pad_batch, read_pairs, split_file, token_batches
+from model.data import (
+    corpus_dir,
+    default_data_dir,
+    dev_split,
+    pad_batch,
+    parse_corpus_spec,
+    read_pairs,
+    split_file,
+    token_batches,
+    weighted_mix,
+)
 from model.decoding import greedy_batch
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer, TransformerConfig
@@ -97,6 +110,17 @@ def evaluate(
     return total / max(n, 1), sacrebleu.corpus_bleu(hyps, [refs]).score, hyps
 
 
+def bleu_by_corpus(hyps: list[str], val_sets: list[Corpus]) -> str:
+    """Greedy sacreBLEU of each validation corpus, e.g. ``"multi30k=35.10 tatoeba=28.02"`` ("" without hyps)."""
+    if not hyps or len(val_sets) < 2:
+        return ""
+    parts, start = [], 0
+    for c in val_sets:
+        h, start = hyps[start : start + len(c.pairs)], start + len(c.pairs)
+        parts.append(f"{c.name}={sacrebleu.corpus_bleu(h, [[t for _, t in c.pairs]]).score:.2f}")
+    return " ".join(parts)
+
+
 def save_state(path: Path, model, ema, opt, meta: dict) -> None:
     """Full training state as safetensors (weights, EMA, AdamW moments) + JSON (counters, RNG seed)."""
     path.mkdir(parents=True, exist_ok=True)
@@ -153,6 +177,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument(
         "--data", help="folder with {train,val}.{SRC,TGT}[.gz] (Multi30k raw); default: $MULTI30K_DIR or ../shared/data/multi30k"
     )
+    ap.add_argument(
+        "--corpus",
+        action="append",
+        default=[],
+        metavar="NAME[:WEIGHT]",
+        help="train on this corpus (a folder under the data root); WEIGHT (default 1) is how many times "
+        "each epoch samples it, fractions taking a fresh random share each epoch; repeat for a mix",
+    )
+    ap.add_argument(
+        "--val-corpus",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="validate on this corpus's dev (or val) split; repeat for a dev mix (default: multi30k and tatoeba, "
+        "those of them trained on, else every --corpus)",
+    )
+    ap.add_argument("--data-root", help="folder of corpus folders (default: $ATTN_DATA_ROOT or ../shared/data)")
     ap.add_argument("--src-lang", default="en")
     ap.add_argument("--tgt-lang", default="de")
     ap.add_argument("--train-src")
@@ -210,19 +251,49 @@ def parse_args(argv=None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def load_data(a):
+@dataclass(frozen=True)
+class Corpus:
+    """Named sentence pairs and the weight they are sampled with in each training epoch."""
+
+    name: str
+    pairs: list[tuple[str, str]]
+    weight: float = 1.0
+
+
+def load_data(a) -> tuple[list[Corpus], list[Corpus]]:
+    """Training corpora and validation corpora for the parsed arguments ``a``.
+
+    Raises SystemExit with a hint when no data is found.
+    """
     if a.task == "reverse":
-        return reverse_pairs(a.train_size, a.seed), reverse_pairs(200, a.seed + 1)
+        return [Corpus("reverse", reverse_pairs(a.train_size, a.seed))], [Corpus("reverse", reverse_pairs(200, a.seed + 1))]
     if a.train_src:
         train = read_pairs(a.train_src, a.train_tgt)
         val = read_pairs(a.val_src, a.val_tgt) if a.val_src else train[-500:]
+        return [Corpus("train", train)], [Corpus("val", val)]
+    if a.corpus:
+        specs = [parse_corpus_spec(c) for c in a.corpus]
+        names = [n for n, _ in specs]
+        val_names = a.val_corpus or [n for n in ("multi30k", "tatoeba") if n in names] or names
+        try:
+            train = [Corpus(n, _pairs(corpus_dir(n, a.data_root), "train", a), w) for n, w in specs]
+            val = [Corpus(n, _pairs(d, dev_split(d, a.src_lang), a)) for n in val_names for d in [corpus_dir(n, a.data_root)]]
+        except FileNotFoundError as e:
+            raise SystemExit(str(e)) from None
         return train, val
     d = a.data or default_data_dir()
     if d is None:
-        raise SystemExit("no data: pass --data DIR (Multi30k data/task1/raw) or --train-src/--train-tgt")
-    train = read_pairs(split_file(d, "train", a.src_lang), split_file(d, "train", a.tgt_lang))
-    val = read_pairs(split_file(d, "val", a.src_lang), split_file(d, "val", a.tgt_lang))
-    return train, val
+        raise SystemExit("no data: pass --corpus NAME, --data DIR (Multi30k data/task1/raw) or --train-src/--train-tgt")
+    return [Corpus("multi30k", _pairs(d, "train", a))], [Corpus("multi30k", _pairs(d, "val", a))]
+
+
+def _pairs(folder, split: str, a) -> list[tuple[str, str]]:
+    return read_pairs(split_file(folder, split, a.src_lang), split_file(folder, split, a.tgt_lang))
+
+
+def epoch_examples(train_ex: list[list], weights: list[float], seed: int) -> list[tuple[list[int], list[int]]]:
+    """The examples of one training epoch: each corpus sampled by its weight (``weighted_mix``)."""
+    return [train_ex[c][i] for c, i in weighted_mix([len(e) for e in train_ex], weights, seed)]
 
 
 def main(argv=None) -> dict:
@@ -238,9 +309,10 @@ def main(argv=None) -> dict:
         a.bf16 = torch.cuda.is_bf16_supported() if device.type == "cuda" else device.type == "cpu" and bf16_is_fast()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    train_pairs, val_pairs = load_data(a)
+    train_sets, val_sets = load_data(a)
     if a.val_limit:
-        val_pairs = val_pairs[: a.val_limit]
+        val_sets = [Corpus(c.name, c.pairs[: a.val_limit]) for c in val_sets]
+    train_pairs = [p for c in train_sets for p in c.pairs]
     if a.resume and (out / "vocab.json").exists():
         tok = Tokenizer.load(out / "vocab.json")
     else:
@@ -263,9 +335,11 @@ def main(argv=None) -> dict:
         tie_embeddings=not a.no_tie,
         pos_encoding=a.pos_encoding,
     )
-    train_ex = encode_pairs(tok, train_pairs, cfg.max_len)
+    train_ex = [encode_pairs(tok, c.pairs, cfg.max_len) for c in train_sets]
+    corpus_weights = [c.weight for c in train_sets]
+    val_sets = [Corpus(c.name, [p for p in c.pairs if encode_pairs(tok, [p], cfg.max_len)]) for c in val_sets]
+    val_pairs = [p for c in val_sets for p in c.pairs]
     val_ex = encode_pairs(tok, val_pairs, cfg.max_len)
-    val_pairs = [p for p, e in zip(val_pairs, encode_pairs(tok, val_pairs, 10**9), strict=True) if len(e[1]) <= cfg.max_len]
     model = Transformer(cfg).to(device)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -276,9 +350,11 @@ def main(argv=None) -> dict:
         eps=1e-9,
     )
     ema = {k: v.detach().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
-    steps_per_epoch = sum(1 for _ in token_batches(train_ex, a.max_tokens, shuffle=True, seed=0))
+    steps_per_epoch = sum(
+        1 for _ in token_batches(epoch_examples(train_ex, corpus_weights, 0), a.max_tokens, shuffle=True, seed=0)
+    )
     total_steps = steps_per_epoch * a.epochs
-    meta = {"epoch": 0, "step": 0, "elapsed": 0.0, "best_bleu": -1.0, "best": None}
+    meta = {"epoch": 0, "step": 0, "elapsed": 0.0, "best_bleu": -1.0, "best": None, "batch": 0}
     if a.resume and (out / "state" / "state.json").exists():
         meta = load_state(out / "state", model, ema, opt)
         print(f"resumed from epoch {meta['epoch']} step {meta['step']}")
@@ -295,26 +371,31 @@ def main(argv=None) -> dict:
         "ema_val_bleu",
         "tokens_per_s",
         "minutes",
+        "ema_val_bleu_by_corpus",
     ]
     if not (a.resume and log_path.exists()):
         with open(log_path, "w", newline="") as f:
             csv.writer(f).writerow(fields)
     print(
-        f"{model.n_params() / 1e6:.2f}M parameters, vocab {tok.vocab_size} (target {tok.tgt_vocab_size}), {len(train_ex)} train / {len(val_ex)} val pairs, "
+        f"{model.n_params() / 1e6:.2f}M parameters, vocab {tok.vocab_size} (target {tok.tgt_vocab_size}), "
+        + ", ".join(f"{c.name} {len(e)}x{c.weight:g}" for c, e in zip(train_sets, train_ex, strict=True))
+        + f" train / {len(val_ex)} val pairs ({', '.join(c.name for c in val_sets)}), "
         f"{steps_per_epoch} steps/epoch, device {device}"
     )
     model.train()
     step, elapsed = meta["step"], meta["elapsed"]
+    skip = meta.get("batch", 0)  # batches of the current epoch already trained before a --resume
     last_save = time.time()
     stop = False
     for epoch in range(meta["epoch"] + 1, a.epochs + 1):
         t0 = time.time()
         loss_sum, tok_sum, n_tok_epoch = 0.0, 0, 0
-        batches = list(token_batches(train_ex, a.max_tokens, shuffle=True, seed=a.seed + epoch))
-        bar = tqdm(batches, desc=f"epoch {epoch}/{a.epochs}", disable=a.quiet, mininterval=2.0)
-        for idx in bar:
-            src = pad_batch([train_ex[i][0] for i in idx], tok.pad_id).to(device)
-            tgt = pad_batch([train_ex[i][1] for i in idx], tok.pad_id).to(device)
+        epoch_ex = epoch_examples(train_ex, corpus_weights, a.seed + epoch)
+        batches = list(token_batches(epoch_ex, a.max_tokens, shuffle=True, seed=a.seed + epoch))
+        bar = tqdm(batches, desc=f"epoch {epoch}/{a.epochs}", disable=a.quiet, mininterval=2.0, initial=skip)
+        for b, idx in enumerate(batches[skip:], start=skip + 1):
+            src = pad_batch([epoch_ex[i][0] for i in idx], tok.pad_id).to(device)
+            tgt = pad_batch([epoch_ex[i][1] for i in idx], tok.pad_id).to(device)
             step += 1
             time_frac = (elapsed + time.time() - t0) / (a.max_minutes * 60) if a.max_minutes else 0.0
             lr = lr_at(step, a.lr, a.warmup, total_steps, a.schedule, time_frac)
@@ -341,13 +422,17 @@ def main(argv=None) -> dict:
             tok_sum += n_tok
             n_tok_epoch += n_tok
             now = time.time()
+            bar.update()
             bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{n_tok_epoch / (now - t0):.0f}", lr=f"{lr:.2e}")
             if now - last_save > a.save_minutes * 60:
-                save_state(out / "state", model, ema, opt, {**meta, "epoch": epoch - 1, "step": step, "elapsed": elapsed})
+                mid = {"epoch": epoch - 1, "step": step, "elapsed": elapsed + now - t0, "batch": b}
+                save_state(out / "state", model, ema, opt, {**meta, **mid})
                 last_save = now
             if a.max_minutes and elapsed + (now - t0) > a.max_minutes * 60:
                 stop = True
                 break
+        bar.close()
+        skip = 0
         tps = n_tok_epoch / max(time.time() - t0, 1e-9)
         # Validation is part of the wall-clock budget: --max-minutes bounds training + evaluation.
         want_bleu = stop or not a.max_minutes or (elapsed + time.time() - t0) >= a.bleu_after * a.max_minutes * 60
@@ -364,10 +449,11 @@ def main(argv=None) -> dict:
         raw = {k: v.clone() for k, v in model.state_dict().items()}
         if a.ema:
             model.load_state_dict({**raw, **ema})
-            row["ema_val_loss"], row["ema_val_bleu"], _ = evaluate(
+            row["ema_val_loss"], row["ema_val_bleu"], hyps = evaluate(
                 model, tok, val_pairs, val_ex, device, a.max_tokens, bleu=want_bleu
             )
             model.load_state_dict(raw)
+            row["ema_val_bleu_by_corpus"] = bleu_by_corpus(hyps, val_sets)
         elapsed += time.time() - t0
         row["minutes"] = elapsed / 60
         with open(log_path, "a", newline="") as f:
@@ -375,6 +461,7 @@ def main(argv=None) -> dict:
         tqdm.write(
             f"epoch {epoch}: train {row['train_loss']:.3f} val loss {val_loss:.3f} BLEU {val_bleu:.2f}"
             + (f" | EMA val loss {row['ema_val_loss']:.3f} BLEU {row['ema_val_bleu']:.2f}" if a.ema else "")
+            + (f" ({row['ema_val_bleu_by_corpus']})" if row.get("ema_val_bleu_by_corpus") else "")
             + f" | {tps:.0f} tok/s, {elapsed / 60:.1f} min"
         )
         for which, bleu, weights in [("raw", val_bleu, raw), ("ema", row.get("ema_val_bleu", -1), {**raw, **ema})]:
@@ -386,7 +473,7 @@ def main(argv=None) -> dict:
                 model.load_state_dict(weights)
                 save_checkpoint(model, tok, out)
                 model.load_state_dict(raw)
-        meta.update(epoch=epoch, step=step, elapsed=elapsed)
+        meta.update(epoch=epoch, step=step, elapsed=elapsed, batch=0)
         save_state(out / "state", model, ema, opt, meta)
         last_save = time.time()
         metrics = {
