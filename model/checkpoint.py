@@ -2,11 +2,20 @@
 
 A checkpoint folder holds ``model.safetensors`` (fp16 by default), ``config.json`` (the
 ``TransformerConfig``) and ``vocab.json`` (the tokenizer). Nothing is ever unpickled.
+
+Weights saved before the LayerNorms of each layer got their own names (``encoder.0.sub_attn.norm.weight``,
+now ``encoder.0.self_attn_norm.weight``; see ``LEGACY_NAMES``) still load: ``load_checkpoint`` renames
+them in memory. To rewrite a folder's ``model.safetensors`` in place, once (dtypes and tensors kept)::
+
+    python -m model.checkpoint convert pretrained/en-de pretrained/reverse
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +27,58 @@ from model.transformer import Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 PRETRAINED = ROOT / "pretrained"
+
+LEGACY_NAMES = {
+    "sub_attn.norm": "self_attn_norm",  # encoder layer, around self-attention
+    "sub_self.norm": "self_attn_norm",  # decoder layer, around causal self-attention
+    "sub_cross.norm": "cross_attn_norm",  # decoder layer, around cross-attention
+    "sub_ff.norm": "ff_norm",  # both, around the feed-forward network
+}
+"""Old module path -> new one, for the LayerNorm of each sub-layer (the only parameters renamed)."""
+
+_LEGACY = re.compile(r"(?<![^.])(" + "|".join(re.escape(k) for k in LEGACY_NAMES) + r")(?=\.)")
+
+
+def legacy_name(name: str) -> str:
+    """The current name of parameter ``name``, which may use the old names of ``LEGACY_NAMES``.
+
+    Works on any prefix or suffix (``model.``, ``ema.``, ``opt.`` … ``.exp_avg`` of a training state):
+    ``"opt.decoder.1.sub_cross.norm.bias.exp_avg"`` -> ``"opt.decoder.1.cross_attn_norm.bias.exp_avg"``.
+    Current names come back unchanged.
+    """
+    return _LEGACY.sub(lambda m: LEGACY_NAMES[m.group(1)], name)
+
+
+def convert_legacy_state_dict(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` with every key renamed by ``legacy_name``; the tensors themselves are the same objects.
+
+    Raises ValueError if two keys would get the same name (an old and a new copy of one parameter).
+    """
+    out = {legacy_name(k): v for k, v in state.items()}
+    if len(out) != len(state):
+        raise ValueError("state dict holds both the old and the new name of a parameter")
+    return out
+
+
+def convert_checkpoint(folder: str | Path) -> list[str]:
+    """Rewrite ``folder/model.safetensors`` with current parameter names, in place; returns the old names renamed.
+
+    Dtypes and values are kept bit for bit, and so is the set of stored tensors (a tied weight stays
+    stored once). A file that already uses the current names is left untouched.
+
+    Raises:
+        FileNotFoundError: if ``folder/model.safetensors`` is missing.
+    """
+    path = Path(folder) / "model.safetensors"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing")
+    tensors = load_file(str(path))
+    renamed = [k for k in tensors if legacy_name(k) != k]
+    if renamed:
+        tmp = path.with_name("model.safetensors.tmp")
+        save_file(convert_legacy_state_dict(tensors), str(tmp), metadata={"format": "pt"})
+        tmp.replace(path)
+    return renamed
 
 
 def pick_device(name: str | None = None) -> torch.device:
@@ -84,7 +145,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device | None = None) 
     if tok.tgt_vocab_size != cfg.n_logits:
         raise ValueError(f"vocab.json has {tok.tgt_vocab_size} target tokens but config.json says {cfg.n_logits}")
     model = Transformer(cfg)
-    tensors = {k: v.float() for k, v in load_file(str(p / "model.safetensors")).items()}
+    tensors = {legacy_name(k): v.float() for k, v in load_file(str(p / "model.safetensors")).items()}
     try:
         missing, unexpected = model.load_state_dict(tensors, strict=False)
     except RuntimeError as e:  # a tensor of the wrong shape
@@ -97,3 +158,21 @@ def load_checkpoint(path: str | Path, device: str | torch.device | None = None) 
     for prm in model.parameters():
         prm.requires_grad_(False)
     return Loaded(model, tok, p, dev)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m model.checkpoint convert DIR [DIR ...]``: rename old parameter names in each folder's weights."""
+    ap = argparse.ArgumentParser(
+        prog="python -m model.checkpoint", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+    conv = sub.add_parser("convert", help="rewrite DIR/model.safetensors with the current parameter names, in place")
+    conv.add_argument("dirs", nargs="+", metavar="DIR", help="checkpoint folder(s)")
+    a = ap.parse_args(argv)
+    for d in a.dirs:
+        renamed = convert_checkpoint(d)
+        print(f"{d}: renamed {len(renamed)} tensors" if renamed else f"{d}: already uses the current names")
+
+
+if __name__ == "__main__":
+    main()

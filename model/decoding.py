@@ -5,8 +5,8 @@ earlier positions come from the cache returned by ``Transformer.decode`` (nothin
 the model). Cross-attention keys and values of the memory are computed once per source.
 
 With the causal mask off (``Interventions(causal=False)``) earlier positions would see later
-ones, so their keys change every step and nothing can be cached: the whole prefix is then
-recomputed each step.
+ones, so their self-attention keys change every step and cannot be cached: the whole prefix is
+then recomputed each step (the memory's keys and values are still reused).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from model.transformer import NO_INTERVENTIONS, EncoderResult, Interventions, Transformer
+from model.transformer import NO_INTERVENTIONS, EncoderResult, Interventions, LayerCache, Transformer
 
 
 def max_new_tokens(model: Transformer, src_len: int) -> int:
@@ -31,7 +31,7 @@ def strip(ids: list[int], eos_id: int) -> list[int]:
 
 
 class Decoder:
-    """One source sentence (or batch) being decoded: encoder result, cross K/V and the self-attention cache.
+    """One source sentence (or batch) being decoded: encoder result and the key/value cache.
 
     ``step(new_ids)`` feeds new target tokens and returns their ``DecoderResult``; the cache is
     kept here, on this per-call object, never on the shared model.
@@ -40,8 +40,7 @@ class Decoder:
     def __init__(self, model: Transformer, src: Tensor, iv: Interventions = NO_INTERVENTIONS, enc: EncoderResult | None = None):
         self.model, self.iv = model, iv
         self.enc = enc if enc is not None else model.encode(src, iv)
-        self.cross_kv = model.cross_kv(self.enc)
-        self.cache: list[tuple[Tensor, Tensor]] | None = None
+        self.cache: list[LayerCache] | None = None  # per decoder layer; the memory's K/V from the first step on
         self.ys: Tensor | None = None  # (B, t) every target token fed so far
 
     def step(self, new_ids: Tensor, *, need_weights: bool = False):
@@ -52,12 +51,13 @@ class Decoder:
         """
         self.ys = new_ids if self.ys is None else torch.cat([self.ys, new_ids], dim=1)  # (B, t)
         if self.iv.causal:
-            out = self.model.decode(
-                new_ids, self.enc, self.iv, cache=self.cache, cross_kv=self.cross_kv, need_weights=need_weights
-            )
+            out = self.model.decode(new_ids, self.enc, self.iv, cache=self.cache, need_weights=need_weights)
             self.cache = out.cache
             return out
-        out = self.model.decode(self.ys, self.enc, self.iv, cross_kv=self.cross_kv, need_weights=need_weights)
+        # no causal mask: earlier positions see the new ones, so the whole prefix is recomputed; only the
+        # memory's cross-attention K/V are kept (self_kv None)
+        out = self.model.decode(self.ys, self.enc, self.iv, cache=self.cache, need_weights=need_weights)
+        self.cache = [LayerCache(None, c.cross_kv) for c in out.cache]
         n = new_ids.size(1)
         out.logits = out.logits[:, -n:]
         if need_weights:
@@ -65,16 +65,15 @@ class Decoder:
         return out
 
     def reorder(self, index: Tensor) -> None:
-        """Keep rows ``index`` (beam search): reindex cache, prefixes, memory and cross K/V along batch."""
+        """Keep rows ``index`` (beam search): reindex cache (self and cross K/V), prefixes and memory along batch."""
         if self.cache is not None:
-            self.cache = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.cache]
+            self.cache = [c.index_select(index) for c in self.cache]
         if self.ys is not None:
             self.ys = self.ys.index_select(0, index)
         allowed = self.enc.src_allowed
         self.enc = EncoderResult(
             self.enc.memory.index_select(0, index), None if allowed is None else allowed.index_select(0, index)
         )
-        self.cross_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.cross_kv]
 
 
 @torch.inference_mode()

@@ -7,7 +7,9 @@ Written from scratch in torch to be read by a student, one module per idea of th
     sinusoidal_encoding    section 3.5, the positional-encoding formula
     MultiHeadAttention     section 3.2.2, eq. (1) scaled dot-product attention, h heads
     FeedForward            section 3.3, eq. (2) FFN(x) = max(0, x W1 + b1) W2 + b2
-    EncoderLayer / DecoderLayer   section 3.1, residual + LayerNorm around each sub-layer
+    SubLayerNorm           section 3.1, the LayerNorm of "Add & Norm", before (pre-LN) or after (post-LN)
+    EncoderLayer / DecoderLayer   section 3.1, Figure 1: sub-layers, each with residual + LayerNorm
+    LayerCache             the keys/values a decoder layer hands from one decoding step to the next
     Transformer            embeddings x sqrt(d_model) + PE, N encoder and N decoder layers, and
                            the linear + softmax generator (section 3.4)
 
@@ -29,8 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-KINDS = ("enc_self", "dec_self", "cross")
-"""The three kinds of attention: encoder self, decoder causal self, decoder cross-attention."""
+from model.records import KINDS, key_allowed
 
 
 @dataclass(frozen=True)
@@ -203,12 +204,21 @@ def attention(
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, section 3.2.2: Concat(head_1..head_h) W^O, head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i).
 
-    Stateless: ``forward`` returns the post-softmax weights when asked and stores nothing.
+    The module owns its four projections: ``forward`` takes the inputs the queries are computed
+    from and the inputs the keys and values are computed from (the same tensor for
+    self-attention; the encoder memory for cross-attention, section 3.2.3).
+
+    cross: True for cross-attention. Its keys and values come from the encoder memory, which does
+        not change while decoding, so a ``past_kv`` handed back is reused as it is. For
+        self-attention a ``past_kv`` holds the earlier positions, and the new ones are appended.
+
+    Stateless: ``forward`` returns the post-softmax weights and the keys/values when asked and
+    stores nothing; the caller keeps the keys/values between decoding steps.
     """
 
-    def __init__(self, cfg: TransformerConfig):
+    def __init__(self, cfg: TransformerConfig, *, cross: bool = False):
         super().__init__()
-        self.n_heads, self.d_head = cfg.n_heads, cfg.d_head
+        self.n_heads, self.d_head, self.cross = cfg.n_heads, cfg.d_head, cross
         self.w_q = nn.Linear(cfg.d_model, cfg.d_model)
         self.w_k = nn.Linear(cfg.d_model, cfg.d_model)
         self.w_v = nn.Linear(cfg.d_model, cfg.d_model)
@@ -216,38 +226,49 @@ class MultiHeadAttention(nn.Module):
         self.dropout = cfg.dropout
 
     def split_heads(self, x: Tensor) -> Tensor:
-        """(B, T, D) -> (B, H, T, Dh)."""
+        """(B, T, D) -> (B, H, T, Dh): head i reads dimensions i*Dh .. (i+1)*Dh - 1."""
         B, T, _ = x.shape
-        return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
-
-    def project_kv(self, x_kv: Tensor) -> tuple[Tensor, Tensor]:
-        """Keys and values of ``x_kv`` ``(B, T_k, D)``, each ``(B, H, T_k, Dh)`` (cached when decoding)."""
-        return self.split_heads(self.w_k(x_kv)), self.split_heads(self.w_v(x_kv))
+        return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, T, H, Dh) -> (B, H, T, Dh)
 
     def forward(
         self,
         x_q: Tensor,
-        kv: tuple[Tensor, Tensor],
+        x_kv: Tensor,
         allowed: Tensor | None,
         *,
+        past_kv: tuple[Tensor, Tensor] | None = None,
         temperature: float = 1.0,
         head_mask: list[float] | None = None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, Tensor | None]:
-        """Attend from queries ``x_q`` ``(B, T_q, D)`` to projected keys/values ``kv``.
+    ) -> tuple[Tensor, Tensor | None, tuple[Tensor, Tensor]]:
+        """Attend from the queries of ``x_q`` to the keys and values of ``x_kv``.
 
         Args:
-            kv: ``(K, V)`` each ``(B, H, T_k, Dh)`` from ``project_kv`` (possibly cached).
-            allowed: bool mask broadcastable to ``(B, H, T_q, T_k)``, True = may attend.
+            x_q: ``(B, T_q, D)`` the inputs of the queries.
+            x_kv: ``(B, T_kv, D)`` the inputs of the keys and values (``x_q`` itself in self-attention,
+                the encoder memory ``(B, S, D)`` in cross-attention).
+            allowed: bool mask broadcastable to ``(B, H, T_q, T_k)``, True = may attend; None = every key.
+            past_kv: ``(K, V)`` returned by an earlier call, each ``(B, H, T_past, Dh)``, or None.
+                Self-attention appends the keys/values of ``x_kv`` after them (T_k = T_past + T_kv);
+                cross-attention uses them instead of projecting ``x_kv`` again (T_k = S).
+            temperature: tau of eq. (1) softmax(Q K^T / (sqrt(d_head) * tau)); 1.0 is the paper.
             head_mask: per-head factors (0.0 ablates a head's output), or None.
+            need_weights: compute the weights explicitly (else the fused path; same output).
 
         Returns:
-            ``(out (B, T_q, D), weights (B, H, T_q, T_k) or None)``. Ablated heads report
-            all-zero weights, since they contribute nothing.
+            ``(out (B, T_q, D), weights (B, H, T_q, T_k) or None, (K, V) each (B, H, T_k, Dh))``.
+            Ablated heads report all-zero weights, since they contribute nothing. Hand ``(K, V)``
+            back as ``past_kv`` to continue decoding.
         """
         B, T_q, D = x_q.shape
         q = self.split_heads(self.w_q(x_q))  # (B, H, T_q, Dh)
-        k, v = kv
+        if self.cross and past_kv is not None:
+            k, v = past_kv  # (B, H, S, Dh) each: the memory's keys and values, computed once per source
+        else:
+            k, v = self.split_heads(self.w_k(x_kv)), self.split_heads(self.w_v(x_kv))  # (B, H, T_kv, Dh) each
+            if past_kv is not None:  # decoding with a cache: earlier positions' keys and values come first
+                k = torch.cat([past_kv[0], k], dim=2)  # (B, H, T_past + T_kv, Dh)
+                v = torch.cat([past_kv[1], v], dim=2)
         p = self.dropout if self.training else 0.0
         out, weights = attention(q, k, v, allowed, temperature=temperature, dropout_p=p, need_weights=need_weights)
         if head_mask is not None:
@@ -255,8 +276,8 @@ class MultiHeadAttention(nn.Module):
             out = out * hm
             if weights is not None:
                 weights = weights * hm
-        out = out.transpose(1, 2).reshape(B, T_q, D)  # (B, H, T_q, Dh) -> (B, T_q, D): concat heads
-        return self.w_o(out), weights
+        out = out.transpose(1, 2).reshape(B, T_q, D)  # (B, H, T_q, Dh) -> (B, T_q, H, Dh) -> (B, T_q, D): concat heads
+        return self.w_o(out), weights, (k, v)
 
 
 class FeedForward(nn.Module):
@@ -276,103 +297,141 @@ class FeedForward(nn.Module):
         return self.w_2(self.dropout(h))
 
 
-class SubLayer(nn.Module):
-    """Residual connection + LayerNorm around one sub-layer (section 3.1, section 5.4 dropout).
+class SubLayerNorm(nn.LayerNorm):
+    """The LayerNorm of one sub-layer's "Add & Norm" (section 3.1), placed before or after it.
 
-    post-LN (the paper): LN(x + Dropout(f(x)));  pre-LN: x + Dropout(f(LN(x))).
+    A sub-layer f (attention or feed-forward) with its residual connection and dropout (section 5.4) reads
+
+        x = norm.post(x + Dropout(f(norm.pre(x))))
+
+    post-LN (``norm_first=False``, the paper):  x = LayerNorm(x + Dropout(f(x)))    ``pre`` is the identity
+    pre-LN  (``norm_first=True``, the default): x = x + Dropout(f(LayerNorm(x)))    ``post`` is the identity
+    """
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__(cfg.d_model)
+        self.norm_first = cfg.norm_first
+
+    def pre(self, x: Tensor) -> Tensor:
+        """``(B, T, D)``: the sub-layer's input, LayerNorm(x) in pre-LN, else x."""
+        return self(x) if self.norm_first else x
+
+    def post(self, x: Tensor) -> Tensor:
+        """``(B, T, D)``: the residual sum, LayerNorm'd in post-LN, else as it is."""
+        return x if self.norm_first else self(x)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each with residual + LayerNorm (section 3.1, Figure 1 left)."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg)
+        self.self_attn_norm = SubLayerNorm(cfg)
+        self.ff = FeedForward(cfg)
+        self.ff_norm = SubLayerNorm(cfg)
+        self.dropout = nn.Dropout(cfg.dropout)  # residual dropout (section 5.4)
+
+    def forward(
+        self,
+        x: Tensor,
+        allowed: Tensor | None,
+        *,
+        temperature: float = 1.0,
+        head_mask: list[float] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """``x (B, S, D)`` -> ``(B, S, D)``, self-attention weights ``(B, H, S, S)`` or None.
+
+        ``allowed``: which keys each query may see, broadcastable to ``(B, H, S, S)``, or None.
+        """
+        # multi-head self-attention: every source position reads every (allowed) source position
+        h = self.self_attn_norm.pre(x)
+        a, w, _ = self.self_attn(h, h, allowed, temperature=temperature, head_mask=head_mask, need_weights=need_weights)
+        x = self.self_attn_norm.post(x + self.dropout(a))
+        # position-wise feed-forward
+        x = self.ff_norm.post(x + self.dropout(self.ff(self.ff_norm.pre(x))))
+        return x, w
+
+
+@dataclass(frozen=True)
+class LayerCache:
+    """What one decoder layer keeps from one decoding step to the next (kept by the caller, never on the model).
+
+    self_kv:  self-attention ``(K, V)`` of every target position fed so far, each ``(B, H, T_total, Dh)``;
+        None if they are not kept (without the causal mask, earlier positions change every step).
+    cross_kv: cross-attention ``(K, V)`` of the encoder memory, each ``(B, H, S, Dh)``: computed at the
+        first step and reused after, since the memory does not change.
+    """
+
+    self_kv: tuple[Tensor, Tensor] | None
+    cross_kv: tuple[Tensor, Tensor]
+
+    def index_select(self, index: Tensor) -> LayerCache:
+        """Keep batch rows ``index`` ``(B',)`` (beam search reorders its hypotheses); each tensor ``(B', H, T, Dh)``."""
+
+        def pick(kv: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor] | None:
+            return None if kv is None else (kv[0].index_select(0, index), kv[1].index_select(0, index))
+
+        return LayerCache(pick(self.self_kv), pick(self.cross_kv))
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention over the encoder memory, feed-forward (Figure 1 right).
+
+    Each of the three sub-layers has its residual connection and LayerNorm (section 3.1).
     """
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.norm = nn.LayerNorm(cfg.d_model)
-        self.dropout = nn.Dropout(cfg.dropout)
-        self.norm_first = cfg.norm_first
-
-    def pre(self, x: Tensor) -> Tensor:
-        """The input handed to the sub-layer function."""
-        return self.norm(x) if self.norm_first else x
-
-    def post(self, x: Tensor, fx: Tensor) -> Tensor:
-        """Combine the residual stream ``x`` and the sub-layer output ``fx``."""
-        y = x + self.dropout(fx)
-        return y if self.norm_first else self.norm(y)
-
-
-class EncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each inside a ``SubLayer`` (section 3.1, Figure 1 left)."""
-
-    def __init__(self, cfg: TransformerConfig):
-        super().__init__()
         self.self_attn = MultiHeadAttention(cfg)
+        self.self_attn_norm = SubLayerNorm(cfg)
+        self.cross_attn = MultiHeadAttention(cfg, cross=True)
+        self.cross_attn_norm = SubLayerNorm(cfg)
         self.ff = FeedForward(cfg)
-        self.sub_attn = SubLayer(cfg)
-        self.sub_ff = SubLayer(cfg)
-
-    def forward(self, x: Tensor, allowed: Tensor | None, *, temperature: float, head_mask, need_weights: bool):
-        """``x (B, S, D)`` -> ``(B, S, D)``, self-attention weights ``(B, H, S, S)`` or None."""
-        h = self.sub_attn.pre(x)
-        a, w = self.self_attn(
-            h, self.self_attn.project_kv(h), allowed, temperature=temperature, head_mask=head_mask, need_weights=need_weights
-        )
-        x = self.sub_attn.post(x, a)
-        x = self.sub_ff.post(x, self.ff(self.sub_ff.pre(x)))
-        return x, w
-
-
-class DecoderLayer(nn.Module):
-    """Causal self-attention, cross-attention over the encoder memory, feed-forward (Figure 1 right)."""
-
-    def __init__(self, cfg: TransformerConfig):
-        super().__init__()
-        self.self_attn = MultiHeadAttention(cfg)
-        self.cross_attn = MultiHeadAttention(cfg)
-        self.ff = FeedForward(cfg)
-        self.sub_self = SubLayer(cfg)
-        self.sub_cross = SubLayer(cfg)
-        self.sub_ff = SubLayer(cfg)
+        self.ff_norm = SubLayerNorm(cfg)
+        self.dropout = nn.Dropout(cfg.dropout)  # residual dropout (section 5.4)
 
     def forward(
         self,
         y: Tensor,
-        self_kv_past: tuple[Tensor, Tensor] | None,
-        cross_kv: tuple[Tensor, Tensor],
+        memory: Tensor,
         self_allowed: Tensor | None,
         cross_allowed: Tensor | None,
         *,
-        temperature: float,
-        self_head_mask,
-        cross_head_mask,
-        need_weights: bool,
-    ):
+        cache: LayerCache | None = None,
+        temperature: float = 1.0,
+        self_head_mask: list[float] | None = None,
+        cross_head_mask: list[float] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, LayerCache, Tensor | None, Tensor | None]:
         """One decoder layer.
 
         Args:
             y: ``(B, T_new, D)`` the target positions being computed (all of them, or only the
                 newest ones when decoding with a cache).
-            self_kv_past: cached self-attention ``(K, V)`` of earlier positions, each
-                ``(B, H, T_past, Dh)``, or None.
-            cross_kv: keys/values of the encoder memory, each ``(B, H, S, Dh)``.
+            memory: ``(B, S, D)`` the encoder's output.
+            self_allowed: broadcastable to ``(B, H, T_new, T_past + T_new)`` (the causal mask), or None.
+            cross_allowed: broadcastable to ``(B, H, T_new, S)`` (the source padding mask), or None.
+            cache: this layer's ``LayerCache`` from the previous step, or None.
 
         Returns:
-            ``(y (B, T_new, D), self_kv (K, V) over T_past + T_new positions,
+            ``(y (B, T_new, D), LayerCache over T_past + T_new positions,
             self weights (B, H, T_new, T_past + T_new) | None, cross weights (B, H, T_new, S) | None)``.
         """
-        h = self.sub_self.pre(y)
-        k, v = self.self_attn.project_kv(h)  # (B, H, T_new, Dh) each
-        if self_kv_past is not None:
-            k = torch.cat([self_kv_past[0], k], dim=2)  # (B, H, T_past + T_new, Dh)
-            v = torch.cat([self_kv_past[1], v], dim=2)
-        a, w_self = self.self_attn(
-            h, (k, v), self_allowed, temperature=temperature, head_mask=self_head_mask, need_weights=need_weights
-        )
-        y = self.sub_self.post(y, a)
-        h = self.sub_cross.pre(y)
-        a, w_cross = self.cross_attn(
-            h, cross_kv, cross_allowed, temperature=temperature, head_mask=cross_head_mask, need_weights=need_weights
-        )
-        y = self.sub_cross.post(y, a)
-        y = self.sub_ff.post(y, self.ff(self.sub_ff.pre(y)))
-        return y, (k, v), w_self, w_cross
+        past_self, past_cross = (None, None) if cache is None else (cache.self_kv, cache.cross_kv)
+        opts = {"temperature": temperature, "need_weights": need_weights}
+        # masked multi-head self-attention: each target position reads itself and the earlier ones
+        h = self.self_attn_norm.pre(y)
+        a, w_self, self_kv = self.self_attn(h, h, self_allowed, past_kv=past_self, head_mask=self_head_mask, **opts)
+        y = self.self_attn_norm.post(y + self.dropout(a))
+        # cross-attention: queries from the decoder, keys and values from the encoder memory
+        h = self.cross_attn_norm.pre(y)
+        a, w_cross, cross_kv = self.cross_attn(h, memory, cross_allowed, past_kv=past_cross, head_mask=cross_head_mask, **opts)
+        y = self.cross_attn_norm.post(y + self.dropout(a))
+        # position-wise feed-forward
+        y = self.ff_norm.post(y + self.dropout(self.ff(self.ff_norm.pre(y))))
+        return y, LayerCache(self_kv, cross_kv), w_self, w_cross
 
 
 @dataclass
@@ -398,15 +457,16 @@ class DecoderResult:
     """What ``Transformer.decode`` returns.
 
     logits: ``(B, T_new, V_tgt)`` unnormalised next-token scores (softmax gives probabilities).
-    cache:  per decoder layer the self-attention ``(K, V)``, each ``(B, H, T_total, Dh)``;
-        hand it back to ``decode`` to continue incrementally.
+    cache:  per decoder layer a ``LayerCache``: self-attention ``(K, V)`` each ``(B, H, T_total, Dh)``
+        and the memory's cross-attention ``(K, V)`` each ``(B, H, S, Dh)``; hand it back to
+        ``decode`` to continue incrementally.
     dec_self_attn: ``(n_dec_layers, B, H, T_new, T_total)`` if asked (``T_total = T_new`` without cache).
     cross_attn: ``(n_dec_layers, B, H, T_new, S)`` if asked.
     intermediates: ``dec_in``, ``dec_layer_{i}`` ``(B, T_new, D)``, ``dec_out``, if asked.
     """
 
     logits: Tensor
-    cache: list[tuple[Tensor, Tensor]]
+    cache: list[LayerCache]
     dec_self_attn: Tensor | None = None
     cross_attn: Tensor | None = None
     intermediates: dict[str, Tensor] = field(default_factory=dict)
@@ -430,19 +490,15 @@ class ForwardResult:
 def band(n_q: int, n_k: int, offset: int, *, causal: bool, window: int | None, device=None) -> Tensor | None:
     """Self-attention mask ``(n_q, n_k)``: True where query i (at position offset + i) may see key j.
 
-    causal: keys j <= position (section 3.2.3); window: |position - j| < window. None if every
-    query may see every key (e.g. one new query with a cache and no window), so attention skips the mask.
+    The rule is ``model.records.key_allowed`` (causal: keys j <= position, section 3.2.3; window:
+    |position - j| < window), the one the app's mask pictures use too. None if every query may see
+    every key (e.g. one new query with a cache and no window), so attention skips the mask.
     """
     if window is None and (not causal or (n_q == 1 and offset + 1 >= n_k)):
         return None
-    q_pos = torch.arange(n_q, device=device)[:, None] + offset  # (n_q, 1)
+    q_pos = torch.arange(offset, offset + n_q, device=device)[:, None]  # (n_q, 1)
     k_pos = torch.arange(n_k, device=device)[None, :]  # (1, n_k)
-    allowed = torch.ones(n_q, n_k, dtype=torch.bool, device=device)
-    if causal:
-        allowed &= k_pos <= q_pos
-    if window is not None:
-        allowed &= (q_pos - k_pos).abs() < window
-    return allowed
+    return key_allowed(q_pos, k_pos, causal=causal, window=window)  # (n_q, n_k)
 
 
 class Transformer(nn.Module):
@@ -559,18 +615,13 @@ class Transformer(nn.Module):
         stacked = torch.stack(maps) if need_weights else None  # (L, B, H, S, S)
         return EncoderResult(memory, src_allowed, stacked, inter or {})
 
-    def cross_kv(self, enc: EncoderResult) -> list[tuple[Tensor, Tensor]]:
-        """Per decoder layer, keys and values of the memory ``(B, H, S, Dh)``: computed once per source."""
-        return [layer.cross_attn.project_kv(enc.memory) for layer in self.decoder]
-
     def decode(
         self,
         tgt: Tensor,
         enc: EncoderResult,
         iv: Interventions = NO_INTERVENTIONS,
         *,
-        cache: list[tuple[Tensor, Tensor]] | None = None,
-        cross_kv: list[tuple[Tensor, Tensor]] | None = None,
+        cache: list[LayerCache] | None = None,
         need_weights: bool = False,
         need_intermediates: bool = False,
     ) -> DecoderResult:
@@ -579,32 +630,31 @@ class Transformer(nn.Module):
         Without ``cache`` the whole target is computed (teacher forcing). With ``cache`` (from a
         previous call's result), ``tgt`` holds only the new tokens, at positions after the cached
         ones; the result equals full recomputation (tests check it) when ``iv.causal`` is True.
-        ``cross_kv`` may pass precomputed ``self.cross_kv(enc)`` to save work per step.
+        The cache also holds the memory's cross-attention keys and values: computed by the first
+        call, reused by every later one. A cache whose ``self_kv`` are None reuses only those.
 
         Raises:
             ValueError: if the target grows past ``cfg.max_len``.
         """
         B, T_new = tgt.shape
-        past = 0 if cache is None else cache[0][0].size(2)
+        past = 0 if cache is None or cache[0].self_kv is None else cache[0].self_kv[0].size(2)
         inter = {} if need_intermediates else None
         y = self.embed(tgt, self.tgt_emb, past, iv, inter, "dec")
         self_allowed = band(T_new, past + T_new, past, causal=iv.causal, window=iv.window, device=tgt.device)
-        if cross_kv is None:
-            cross_kv = self.cross_kv(enc)
         new_cache, self_maps, cross_maps = [], [], []
         for i, layer in enumerate(self.decoder):
-            y, kv, w_self, w_cross = layer(
+            y, layer_cache, w_self, w_cross = layer(
                 y,
-                None if cache is None else cache[i],
-                cross_kv[i],
+                enc.memory,
                 self_allowed,
                 enc.src_allowed,
+                cache=None if cache is None else cache[i],
                 temperature=iv.temperature,
                 self_head_mask=iv.head_mask("dec_self", i, self.cfg.n_heads),
                 cross_head_mask=iv.head_mask("cross", i, self.cfg.n_heads),
                 need_weights=need_weights,
             )
-            new_cache.append(kv)
+            new_cache.append(layer_cache)
             self_maps.append(w_self)
             cross_maps.append(w_cross)
             if inter is not None:

@@ -21,6 +21,7 @@ from model.transformer import (
     Transformer,
     TransformerConfig,
     attention,
+    band,
     sinusoidal_encoding,
 )
 
@@ -163,8 +164,8 @@ def test_multi_head_attention_equals_torch(mask):
         attn_mask = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)  # True = not allowed
         allowed = ~attn_mask
     with torch.no_grad():
-        out, w = ours(x_q, ours.project_kv(x_kv), allowed, need_weights=True)
-        out_fused, _ = ours(x_q, ours.project_kv(x_kv), allowed, need_weights=False)
+        out, w, _ = ours(x_q, x_kv, allowed, need_weights=True)
+        out_fused, _, _ = ours(x_q, x_kv, allowed, need_weights=False)
         out_ref, w_ref = ref(
             x_q, x_kv, x_kv, key_padding_mask=kpm, attn_mask=attn_mask, need_weights=True, average_attn_weights=False
         )
@@ -348,9 +349,11 @@ def test_temperature_matches_scaled_softmax():
     src, tgt = batch()
     with torch.no_grad():
         enc = model.encode(src, Interventions(temperature=3.0), need_weights=True, need_intermediates=True)
-        attn = model.encoder[0].self_attn
-        h = model.encoder[0].sub_attn.pre(enc.intermediates["enc_in"])
-        q, k = attn.split_heads(attn.w_q(h)), attn.split_heads(attn.w_k(h))  # (B, H, S, Dh)
+        layer = model.encoder[0]
+        h = layer.self_attn_norm(enc.intermediates["enc_in"])  # pre-LN: the sub-layer reads LN(x)
+        B, S, _ = h.shape
+        q = layer.self_attn.w_q(h).view(B, S, 4, 4).transpose(1, 2)  # (B, S, D) -> (B, H, S, Dh)
+        k = layer.self_attn.w_k(h).view(B, S, 4, 4).transpose(1, 2)
         scores = q @ k.transpose(-2, -1) / (math.sqrt(4) * 3.0)
         scores = scores.masked_fill(src[:, None, None, :] == PAD, float("-inf"))
     torch.testing.assert_close(enc.enc_self_attn[0], torch.softmax(scores, -1), atol=1e-6, rtol=1e-5)
@@ -407,13 +410,16 @@ def test_kv_cached_decoding_equals_full_recomputation(variant, iv, chunk):
     with torch.no_grad():
         enc = model.encode(src, iv)
         full = model.decode(tgt, enc, iv, need_weights=True)
-        cache, ckv = None, model.cross_kv(enc)
+        cache, first_cross_kv = None, None
         for t in range(0, T, chunk):
-            step = model.decode(tgt[:, t : t + chunk], enc, iv, cache=cache, cross_kv=ckv, need_weights=True)
+            step = model.decode(tgt[:, t : t + chunk], enc, iv, cache=cache, need_weights=True)
             cache = step.cache
             n = step.logits.size(1)
             assert step.dec_self_attn.shape[-2:] == (n, t + n)
-            assert cache[0][0].shape[2] == t + n  # (B, H, T_total, Dh)
+            assert cache[0].self_kv[0].shape[2] == t + n  # (B, H, T_total, Dh)
+            # the memory's keys and values are computed by the first step and reused (the same tensors) after
+            first_cross_kv = first_cross_kv or [c.cross_kv for c in cache]
+            assert all(c.cross_kv[0] is kv[0] and c.cross_kv[1] is kv[1] for c, kv in zip(cache, first_cross_kv, strict=True))
             torch.testing.assert_close(step.logits, full.logits[:, t : t + n], atol=1e-5, rtol=0)
             torch.testing.assert_close(step.dec_self_attn, full.dec_self_attn[..., t : t + n, : t + n], atol=1e-6, rtol=0)
             torch.testing.assert_close(step.cross_attn, full.cross_attn[..., t : t + n, :], atol=1e-6, rtol=0)
@@ -559,3 +565,68 @@ def test_every_variant_trains_one_step(variant):
     if variant == "learned-PE":
         assert grads["pos_emb.weight"][: src.size(1)].abs().sum() > 0
         assert grads["pos_emb.weight"][src.size(1) :].abs().sum() == 0  # unused positions get no gradient
+
+
+# -- the sub-layer formulas and the mask rule --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_layers_are_the_sublayer_formulas(norm_first):
+    """Section 3.1: post-LN LN(x + f(x)) (the paper), pre-LN x + f(LN(x)), for every sub-layer."""
+    model = make_model(norm_first=norm_first)
+    g = torch.Generator().manual_seed(5)
+    x, memory = torch.randn(2, 5, 16, generator=g), torch.randn(2, 7, 16, generator=g)
+
+    def sub(x, norm, f):  # one sub-layer with its residual connection and LayerNorm
+        return x + f(norm(x)) if norm_first else norm(x + f(x))
+
+    with torch.no_grad():
+        enc = model.encoder[0]
+        want = sub(x, enc.self_attn_norm, lambda h: enc.self_attn(h, h, None)[0])
+        want = sub(want, enc.ff_norm, enc.ff)
+        got, _ = enc(x, None)
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+
+        dec = model.decoder[0]
+        causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))  # (T, T)
+        want = sub(x, dec.self_attn_norm, lambda h: dec.self_attn(h, h, causal)[0])
+        want = sub(want, dec.cross_attn_norm, lambda h: dec.cross_attn(h, memory, None)[0])
+        want = sub(want, dec.ff_norm, dec.ff)
+        got, cache, _, _ = dec(x, memory, causal, None)
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+    assert cache.self_kv[0].shape == (2, 4, 5, 4) and cache.cross_kv[0].shape == (2, 4, 7, 4)  # (B, H, T | S, Dh)
+
+
+def test_cross_attention_reuses_its_past_kv_and_self_attention_appends():
+    model = make_model()
+    g = torch.Generator().manual_seed(6)
+    x, memory = torch.randn(1, 3, 16, generator=g), torch.randn(1, 4, 16, generator=g)
+    with torch.no_grad():
+        cross, self_attn = model.decoder[0].cross_attn, model.decoder[0].self_attn
+        _, _, memory_kv = cross(x, memory, None)
+        out, _, kv = cross(x[:, 2:], torch.zeros_like(memory), None, past_kv=memory_kv)  # memory not read again
+        assert kv[0] is memory_kv[0] and kv[1] is memory_kv[1]
+        torch.testing.assert_close(out, cross(x, memory, None)[0][:, 2:], atol=1e-6, rtol=0)
+        _, _, past = self_attn(x[:, :2], x[:, :2], None)
+        out, _, kv = self_attn(x[:, 2:], x[:, 2:], None, past_kv=past)  # (B, H, 2 + 1, Dh)
+        assert kv[0].shape == (1, 4, 3, 4)
+        torch.testing.assert_close(out, self_attn(x, x, None)[0][:, 2:], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("window", [None, 1, 2, 4])
+@pytest.mark.parametrize("n_q,n_k,offset", [(5, 5, 0), (1, 6, 5), (2, 6, 4), (3, 3, 0)])
+def test_band_is_the_mask_rule(causal, window, n_q, n_k, offset):
+    got = band(n_q, n_k, offset, causal=causal, window=window)
+    want = torch.tensor(
+        [
+            [(not causal or j <= offset + i) and (window is None or abs(offset + i - j) < window) for j in range(n_k)]
+            for i in range(n_q)
+        ]
+    )
+    if got is None:  # the fast path: only when every query may see every key
+        assert bool(want.all())
+        assert window is None and (not causal or n_q == 1)
+    else:
+        assert got.dtype == torch.bool and got.shape == (n_q, n_k)
+        assert torch.equal(got, want)
