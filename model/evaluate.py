@@ -1,8 +1,16 @@
-"""Score a checkpoint with sacreBLEU: ``python -m model.evaluate --model pretrained/en-de --data DIR --split test_2016_flickr``.
+"""Score a checkpoint with sacreBLEU.
 
+    python -m model.evaluate --corpus tatoeba --split dev            # one corpus's split, by name
+    python -m model.evaluate --corpus multi30k --corpus tatoeba --split dev   # each, and their mix
+    python -m model.evaluate --data DIR --split test_2016_flickr     # any folder of {split}.{en,de}[.gz]
+    python -m model.evaluate --all                                   # every test split of every corpus
+
+A corpus is a folder under the data root (``model.data.data_root``); ``--split dev`` and ``--split
+test`` name a corpus's own tuning and test splits (``val`` / ``test_2016_flickr`` for Multi30k).
 Prints sacreBLEU's score lines (``BLEU = …``, ``chrF2 = …``; cased, detokenized, default 13a
-tokenization) and signatures for greedy and beam-search decoding, and records them under
-``evaluation.<split>`` in the checkpoint's ``metrics.json``.
+tokenization) and signatures for greedy and beam-search decoding (the app's default settings,
+``DecodeSettings``), and records them under ``evaluation.<corpus>/<split>`` (``evaluation.<split>``
+with ``--data``) in the checkpoint's ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -18,7 +26,17 @@ from tqdm import tqdm
 
 from model.analysis import DecodeSettings
 from model.checkpoint import load_checkpoint
-from model.data import default_data_dir, pad_batch, read_pairs, split_file, token_batches
+from model.data import (
+    corpus_dir,
+    data_root,
+    default_data_dir,
+    dev_split,
+    pad_batch,
+    read_pairs,
+    split_file,
+    test_splits,
+    token_batches,
+)
 from model.decoding import beam_search, greedy_batch
 from model.train import encode_pairs
 
@@ -70,64 +88,112 @@ def score(hyps: list[str], refs: list[str]) -> dict:
     }
 
 
+def eval_sets(a) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The (name, sentence pairs) to score for the parsed arguments ``a``.
+
+    Raises SystemExit with a hint when a corpus or split is missing.
+    """
+    try:
+        if a.all:
+            root = Path(a.data_root) if a.data_root else data_root()
+            if root is None:
+                raise FileNotFoundError("no data root: set $ATTN_DATA_ROOT or pass --data-root")
+            names = sorted(p.name for p in root.iterdir() if p.is_dir() and test_splits(p, a.src_lang))
+            return [(f"{n}/{s}", _pairs(root / n, s, a)) for n in names for s in test_splits(root / n, a.src_lang)]
+        if a.corpus:
+            out = []
+            for n in a.corpus:
+                d = corpus_dir(n, a.data_root)
+                splits = {"dev": [dev_split(d, a.src_lang)], "test": test_splits(d, a.src_lang)}.get(a.split, [a.split])
+                out += [(f"{n}/{s}", _pairs(d, s, a)) for s in splits]
+            return out
+        d = a.data or default_data_dir()
+        if d is None:
+            raise FileNotFoundError("no data: pass --corpus NAME, --data DIR or --all")
+        return [(a.split, _pairs(d, a.split, a))]
+    except FileNotFoundError as e:
+        raise SystemExit(str(e)) from None
+
+
+def _pairs(folder, split: str, a) -> list[tuple[str, str]]:
+    return read_pairs(split_file(folder, split, a.src_lang), split_file(folder, split, a.tgt_lang))[: a.limit]
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="pretrained/en-de")
-    ap.add_argument("--data", help="Multi30k raw folder (default: $MULTI30K_DIR or ../shared/data/multi30k)")
-    ap.add_argument("--split", default="test_2016_flickr")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--corpus", action="append", help="a corpus folder under the data root (repeat for several)")
+    where.add_argument("--data", help="any folder of {split}.{src,tgt}[.gz] files")
+    where.add_argument("--all", action="store_true", help="every test split of every corpus under the data root")
+    ap.add_argument("--data-root", help="folder of corpus folders (default: $ATTN_DATA_ROOT or ../shared/data)")
+    ap.add_argument(
+        "--split",
+        default=None,
+        help="split name; with --corpus also 'dev' or 'test' for the corpus's own (default: dev with --corpus, "
+        "test_2016_flickr with --data)",
+    )
     ap.add_argument("--src-lang", default="en")
     ap.add_argument("--tgt-lang", default="de")
-    ap.add_argument("--beam-size", type=int, default=5)
+    ap.add_argument("--beam-size", type=int, default=DecodeSettings.beam_size)
     ap.add_argument(
         "--alpha",
         type=float,
         default=DecodeSettings.alpha,
-        help=f"GNMT length penalty for beam search (default {DecodeSettings.alpha}: best on val, README 'Scores')",
+        help=f"GNMT length penalty for beam search (default {DecodeSettings.alpha}: the app's, chosen on dev)",
     )
     ap.add_argument(
         "--early-stop",
         action=argparse.BooleanOptionalAction,
         default=DecodeSettings.early_stop,
-        help="beam search stops once beam-size hypotheses have finished (default --no-early-stop: it goes on while a live one "
-        "can still beat them; best on val)",
+        help="beam search stops once beam-size hypotheses have finished (default: the app's setting)",
     )
     only = ap.add_mutually_exclusive_group()
     only.add_argument("--greedy-only", action="store_true", help="skip beam search")
     only.add_argument("--beam-only", action="store_true", help="skip greedy decoding")
-    ap.add_argument("--limit", type=int, default=None, help="only the first N sentences")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N sentences of each split")
     ap.add_argument("--device", default=None)
     ap.add_argument("--no-save", action="store_true", help="do not write metrics.json")
-    ap.add_argument("--hyps-out", help="write the beam hypotheses to this file")
+    ap.add_argument("--hyps-out", help="write the last beam (else greedy) hypotheses to this file")
     a = ap.parse_args(argv)
-    d = a.data or default_data_dir()
-    if d is None:
-        raise SystemExit("no data: pass --data DIR (Multi30k data/task1/raw)")
-    pairs = read_pairs(split_file(d, a.split, a.src_lang), split_file(d, a.split, a.tgt_lang))[: a.limit]
+    if a.split is None:
+        a.split = "dev" if a.corpus else "test_2016_flickr"
+    sets = eval_sets(a)
     loaded = load_checkpoint(a.model, a.device)
     torch.set_grad_enabled(False)
-    srcs, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    results = {"split": a.split, "sentences": len(pairs)}
-    runs = []
-    if not a.beam_only:
-        runs.append(("greedy", 1))
-    if not a.greedy_only:
-        runs.append((f"beam{a.beam_size}", a.beam_size))
-    for name, beam in runs:
-        t0 = time.time()
-        hyps = translate(loaded, srcs, beam_size=beam, alpha=a.alpha, early_stop=a.early_stop)
-        s = score(hyps, refs) | {"seconds": round(time.time() - t0, 1)}
-        if beam > 1:
-            s |= {"beam_size": beam, "alpha": a.alpha, "early_stop": a.early_stop}
+    runs = [] if a.beam_only else [("greedy", 1)]
+    runs += [] if a.greedy_only else [(f"beam{a.beam_size}", a.beam_size)]
+    results: dict[str, dict] = {}
+    mixed: dict[str, tuple[list[str], list[str]]] = {name: ([], []) for name, _ in runs}
+    for set_name, pairs in sets:
+        srcs, refs = [s for s, _ in pairs], [t for _, t in pairs]
+        res = results[set_name] = {"sentences": len(pairs)}
+        for name, beam in runs:
+            t0 = time.time()
+            hyps = translate(loaded, srcs, beam_size=beam, alpha=a.alpha, early_stop=a.early_stop)
+            s = score(hyps, refs) | {"seconds": round(time.time() - t0, 1)}
+            s["length_ratio"] = round(sum(len(h.split()) for h in hyps) / max(1, sum(len(r.split()) for r in refs)), 3)
+            if beam > 1:
+                s |= {"beam_size": beam, "alpha": a.alpha, "early_stop": a.early_stop}
             if a.hyps_out:
                 Path(a.hyps_out).write_text("\n".join(hyps) + "\n")
-        results[name] = s
-        print(f"[{name}] {s['bleu_line']}")
-        print(f"[{name}] {s['chrf_line']}")
-    print(f"signature: {results[runs[0][0]]['bleu_signature']}")
+            mixed[name][0].extend(hyps)
+            mixed[name][1].extend(refs)
+            res[name] = s
+            print(f"{set_name} [{name}] {s['bleu_line']}")
+            print(f"{set_name} [{name}] {s['chrf_line']}")
+    if len(sets) > 1 and not a.all:  # a dev mix: the score the beam settings are chosen on
+        for name, (hyps, refs) in mixed.items():
+            s = score(hyps, refs)
+            results.setdefault("mix", {"sets": [n for n, _ in sets]})[name] = s
+            print(f"mix [{name}] {s['bleu_line']}")
+    print(f"signature: {next(iter(results.values()))[runs[0][0]]['bleu_signature']}")
     if not a.no_save:
         mpath = Path(a.model) / "metrics.json"
         metrics = json.loads(mpath.read_text()) if mpath.exists() else {}
-        metrics.setdefault("evaluation", {}).setdefault(a.split, {}).update(results)
+        for set_name, res in results.items():
+            if set_name != "mix":
+                metrics.setdefault("evaluation", {}).setdefault(set_name, {}).update(res)
         mpath.write_text(json.dumps(metrics, indent=2) + "\n")
     return results
 

@@ -203,9 +203,9 @@ def test_multi30k_splits_are_aligned_and_complete():
         pairs = read_pairs(split_file(MULTI30K, split, "en"), split_file(MULTI30K, split, "de"))
         assert len(pairs) == n, split
         assert all(s.strip() and t.strip() for s, t in pairs), split
-    train, val = load_data(parse_args(["--out", "unused"]))
-    assert len(train) == 29000 and len(val) == 1014
-    assert train[0] == (
+    [train], [val] = load_data(parse_args(["--out", "unused"]))
+    assert (train.name, len(train.pairs), len(val.pairs)) == ("multi30k", 29000, 1014)
+    assert train.pairs[0] == (
         "Two young, White males are outside near many bushes.",
         "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
     )
