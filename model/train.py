@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from model.checkpoint import save_checkpoint
+from model.checkpoint import convert_legacy_state_dict, legacy_name, save_checkpoint
 from model.data import (
     corpus_dir,
     default_data_dir,
@@ -144,9 +144,15 @@ def save_state(path: Path, model, ema, opt, meta: dict) -> None:
 
 
 def load_state(path: Path, model, ema, opt) -> dict:
-    """Inverse of ``save_state``; returns the JSON meta."""
-    t = load_file(str(path / "state.safetensors"))
+    """Inverse of ``save_state``; returns the JSON meta.
+
+    A state saved under the old parameter names (``model.checkpoint.LEGACY_NAMES``) is renamed as it
+    loads: its ``model.``, ``ema.`` and ``opt.`` tensors and the per-parameter AdamW step counts.
+    """
+    t = convert_legacy_state_dict(load_file(str(path / "state.safetensors")))
     meta = json.loads((path / "state.json").read_text())
+    if "opt_step" in meta:
+        meta["opt_step"] = {legacy_name(n): s for n, s in meta["opt_step"].items()}
     model.load_state_dict({k[6:]: v for k, v in t.items() if k.startswith("model.")}, strict=False)
     for k in ema:
         ema[k].copy_(t[f"ema.{k}"])
