@@ -1,27 +1,63 @@
-"""Everything the app shows about one input, as plain data (numpy arrays, strings, dicts).
+"""Everything the app shows about one input, as the plain records of ``model.records``.
 
 ``analyze`` translates a sentence and returns every attention map of the translation it made;
 ``step_trace`` records token-by-token decoding; ``teacher_forced`` gives the maps for a given
 reference; ``word_order_demo`` shows why the model needs positional encoding. Results hold no
 tensors and no model, so they can be cached per input (``st.cache_data``), exported to JSON,
-and drawn by ``viz/`` without a model.
+and drawn by ``viz/`` without a model. Every ``Maps`` carries, per kind, the cells its pass hid
+and why (``model.records.kind_masks`` of the interventions it ran under): figures draw those and
+never work a mask out again.
 
 Row/column convention of every decoder map: the decoder is fed ``[<bos>, y_1 .. y_n]`` and
-predicts ``[y_1 .. y_n, <eos>]``; row t is the query at input token t, which predicted token
-t + 1 (``tgt_in_tokens[t]`` -> ``tgt_out_tokens[t]``).
+predicts ``[y_1 .. y_n, <eos>]`` (``model.records.shift_right``); row t is the query at input
+token t, which predicted token t + 1 (``tgt_in_tokens[t]`` -> ``tgt_out_tokens[t]``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
 from model.decoding import SamplingSettings, Step, beam_search, generate_steps, max_new_tokens, strip
+from model.records import (
+    Analysis,
+    BeamTree,
+    EncoderStates,
+    KindMask,
+    Maps,
+    Source,
+    StepView,
+    WordOrder,
+    kind_masks,
+    shift_right,
+)
 from model.tokenizer import Tokenizer
 from model.transformer import NO_INTERVENTIONS, EncoderResult, Interventions, Transformer, TransformerConfig
+
+__all__ = [  # the records are re-exported: ``from model.analysis import Maps`` keeps working
+    "Analysis",
+    "BeamTree",
+    "DecodeSettings",
+    "InputError",
+    "Maps",
+    "Source",
+    "StepView",
+    "WordOrder",
+    "analyze",
+    "data_flow",
+    "encoder_states",
+    "iv_dict",
+    "iv_masks",
+    "maps_from_steps",
+    "prepare_source",
+    "reference_maps",
+    "step_trace",
+    "teacher_forced",
+    "word_order_demo",
+]
 
 
 class InputError(ValueError):
@@ -52,17 +88,6 @@ class DecodeSettings:
         return SamplingSettings(strategy, self.temperature, self.top_k, self.top_p, self.seed)
 
 
-@dataclass(frozen=True)
-class Source:
-    """A source sentence ready for the encoder: ids end in <eos>; ``truncated`` if it was cut to fit."""
-
-    text: str
-    ids: list[int]
-    tokens: list[str]
-    truncated: bool
-    n_tokens_original: int
-
-
 def prepare_source(tok: Tokenizer, text: str, max_len: int) -> Source:
     """Encode ``text`` for the encoder, cutting it to ``max_len - 1`` pieces plus <eos>.
 
@@ -86,20 +111,12 @@ def _np(x: torch.Tensor | None) -> np.ndarray | None:
     return np.nan_to_num(x.detach().float().cpu().numpy().astype(np.float32), nan=0.0, posinf=0.0, neginf=0.0)
 
 
-@dataclass
-class Maps:
-    """The attention maps of one translation (batch of one), as one teacher-forced pass over it gives them.
-
-    enc_self ``(L_enc, H, S, S)``, dec_self ``(L_dec, H, T, T)``, cross ``(L_dec, H, T, S)``, float32;
-    ``next_probs (T,)`` the probability the model gave each predicted token; ``shapes`` lists
-    every stage of the data flow as (name, shape, meaning).
-    """
-
-    enc_self: np.ndarray
-    dec_self: np.ndarray
-    cross: np.ndarray
-    next_probs: np.ndarray
-    shapes: list[tuple[str, tuple[int, ...], str]] = field(default_factory=list)
+def iv_masks(iv: Interventions, n_src: int, n_tgt: int) -> dict[str, KindMask]:
+    """The cells ``iv`` hides in each kind's maps, for S = ``n_src`` and T = ``n_tgt`` tokens
+    (``model.records.kind_masks`` of its causal flag, window, hidden source tokens, ablated heads)."""
+    return kind_masks(
+        n_src, n_tgt, causal=iv.causal, window=iv.window, src_hidden=sorted(iv.src_hidden), ablate=sorted(iv.ablate)
+    )
 
 
 @torch.inference_mode()
@@ -113,8 +130,9 @@ def teacher_forced(
 ) -> Maps:
     """Run one teacher-forced pass on ``src_ids`` (S) and decoder input ``tgt_in`` (T) and return its maps.
 
-    ``tgt_out`` (T ids) are the tokens each row predicts; their probabilities go to ``next_probs``.
-    ``enc``: ``model.encode`` of the source under ``iv`` with weights, if already computed.
+    ``tgt_out`` (T ids) are the tokens each row predicts; their probabilities go to ``next_probs``;
+    ``Maps.masks`` are the cells ``iv`` hid. ``enc``: ``model.encode`` of the source under ``iv``
+    with weights, if already computed.
     Raises ValueError if either sequence exceeds ``max_len``.
     """
     device = next(model.parameters()).device
@@ -130,6 +148,7 @@ def teacher_forced(
         _np(res.dec_self_attn[:, 0]),
         _np(res.cross_attn[:, 0]),
         _np(next_probs),
+        iv_masks(iv, S, T),
         data_flow(cfg, S, T),
     )
 
@@ -167,13 +186,13 @@ def data_flow(cfg: TransformerConfig, S: int, T: int) -> list[tuple[str, tuple[i
     return shapes
 
 
-def maps_from_steps(enc: EncoderResult, steps: Sequence[Step], cfg: TransformerConfig) -> Maps:
+def maps_from_steps(enc: EncoderResult, steps: Sequence[Step], cfg: TransformerConfig, iv: Interventions) -> Maps:
     """The maps of a decoding that ended with <eos> under the causal mask, assembled from its steps.
 
     Step t's query rows are row t of the teacher-forced maps of the finished output (the causal
     mask keeps later tokens out of them; tests/test_decoding.py checks both give the same maps), so
     no second decoder pass is needed. ``enc``: the source's ``model.encode`` with weights;
-    ``steps``: every step, made with ``need_weights=True``.
+    ``steps``: every step, made with ``need_weights=True``; ``iv``: the interventions of both.
     """
     L, H, T, S = cfg.n_dec_layers, cfg.n_heads, len(steps), enc.memory.size(1)
     dec_self = torch.zeros(L, H, T, T)
@@ -181,46 +200,8 @@ def maps_from_steps(enc: EncoderResult, steps: Sequence[Step], cfg: TransformerC
         dec_self[:, :, s.t, : s.t + 1] = s.self_attn  # (L, H, t + 1): the new query over the prefix
     cross = torch.stack([s.cross_attn for s in steps], dim=2)  # T x (L, H, S) -> (L, H, T, S)
     next_probs = torch.tensor([s.chosen_prob for s in steps])  # (T,)
-    return Maps(_np(enc.enc_self_attn[:, 0]), _np(dec_self), _np(cross), _np(next_probs), data_flow(cfg, S, T))
-
-
-@dataclass
-class Analysis:
-    """One translated input and every attention map of its translation (see the module docstring)."""
-
-    source: Source
-    out_ids: list[int]
-    translation: str
-    finished: bool  # the output ended with <eos> (not cut by the token budget)
-    tgt_in_tokens: list[str]
-    tgt_out_tokens: list[str]
-    maps: Maps
-    settings: dict
-    interventions: dict
-    beam: dict | None = None  # {"nodes": [...], "best_path": [...], "hypotheses": [(text, score)]}
-
-    def to_json_dict(self) -> dict:
-        """Everything, with arrays as nested lists: for the JSON export."""
-        m = self.maps
-        return {
-            "source": asdict(self.source),
-            "translation": self.translation,
-            "out_ids": self.out_ids,
-            "finished": self.finished,
-            "tgt_in_tokens": self.tgt_in_tokens,
-            "tgt_out_tokens": self.tgt_out_tokens,
-            "attention": {
-                "enc_self": m.enc_self.round(5).tolist(),
-                "dec_self": m.dec_self.round(5).tolist(),
-                "cross": m.cross.round(5).tolist(),
-                "layout": "[layer][head][query][key]",
-            },
-            "next_token_probs": m.next_probs.round(5).tolist(),
-            "shapes": [{"stage": n, "shape": list(s), "meaning": d} for n, s, d in m.shapes],
-            "settings": self.settings,
-            "interventions": self.interventions,
-            "beam": self.beam,
-        }
+    masks = iv_masks(iv, S, T)
+    return Maps(_np(enc.enc_self_attn[:, 0]), _np(dec_self), _np(cross), _np(next_probs), masks, data_flow(cfg, S, T))
 
 
 def iv_dict(iv: Interventions) -> dict:
@@ -269,11 +250,12 @@ def analyze(
         out = res.hypotheses[0][0]
         end = res.nodes[res.best_path[-1]]
         finished = end.token == cfg.eos_id
-        beam = {
-            "nodes": [asdict(n) | {"text": tok.piece_text(n.token)} for n in res.nodes],
-            "best_path": res.best_path,
-            "hypotheses": [(tok.decode(h), s) for h, s in res.hypotheses],
-        }
+        beam = BeamTree(
+            nodes=res.nodes,
+            texts=[tok.piece_text(n.token) for n in res.nodes],
+            best_path=res.best_path,
+            hypotheses=[(tok.decode(h), s) for h, s in res.hypotheses],
+        )
     else:
         # With the causal mask each step's attention rows are final: keep them as the maps.
         steps = list(
@@ -284,10 +266,9 @@ def analyze(
         chosen = [s.chosen for s in steps]
         out = strip(chosen, cfg.eos_id)
         finished = bool(chosen) and chosen[-1] == cfg.eos_id
-    tgt_in = [cfg.bos_id] + out  # at most max_len ids: the budget is at most max_len - 1 tokens
-    tgt_out = out + [cfg.eos_id]
+    tgt_in, tgt_out = shift_right(out, bos_id=cfg.bos_id, eos_id=cfg.eos_id)  # <= max_len ids: budget <= max_len - 1
     if beam is None and finished and iv.causal:
-        maps = maps_from_steps(enc, steps, cfg)
+        maps = maps_from_steps(enc, steps, cfg, iv)
     else:
         # Beam search (its steps mix hypotheses), an output cut by the budget (its last row was never
         # decoded) or no causal mask (every row sees the whole output): one teacher-forced pass.
@@ -309,25 +290,6 @@ def analyze(
     )
 
 
-@dataclass
-class StepView:
-    """One decoding step as plain data (see ``model.decoding.Step``).
-
-    prefix_tokens: the decoder input so far ``[<bos>, y_1 .. y_t]``; candidates: (piece text,
-    compact id, probability), best first; self_attn ``(L, H, t + 1)``; cross_attn ``(L, H, S)``.
-    """
-
-    t: int
-    prefix_tokens: list[str]
-    candidates: list[tuple[str, int, float]]
-    chosen: int
-    chosen_token: str
-    chosen_prob: float
-    forced: bool
-    self_attn: np.ndarray
-    cross_attn: np.ndarray
-
-
 def step_trace(
     model: Transformer,
     tok: Tokenizer,
@@ -341,11 +303,12 @@ def step_trace(
     """Every step of decoding ``src_ids`` (ids ending in <eos>) with an optional forced prefix.
 
     Beam settings step through greedily (a beam has no single "next token"); its tree is in
-    ``Analysis.beam``.
+    ``Analysis.beam``. Each ``StepView.masks`` holds the cells ``iv`` hid in its query row.
     """
     budget = min(settings.max_new or max_new_tokens(model, len(src_ids)), model.cfg.max_len - 1)
     views = []
     for s in generate_steps(model, src_ids, iv=iv, sampling=settings.sampling(), forced=forced, k=k, max_new=budget):
+        masks = iv_masks(iv, len(src_ids), s.t + 1)  # the row of step t is the last row of a (t + 1)-token input
         views.append(
             StepView(
                 t=s.t,
@@ -357,6 +320,7 @@ def step_trace(
                 forced=s.forced,
                 self_attn=_np(s.self_attn),
                 cross_attn=_np(s.cross_attn),
+                masks={kind: KindMask(masks[kind].reasons[-1:], masks[kind].ablated) for kind in ("dec_self", "cross")},
             )
         )
     return views
@@ -372,8 +336,8 @@ def reference_maps(
     if not reference.strip():
         raise InputError("Type a reference translation to compare with.")
     cfg = model.cfg
-    ref = tok.encode(reference, target=True)[: cfg.max_len - 1]
-    tgt_in, tgt_out = [cfg.bos_id] + ref, ref + [cfg.eos_id]
+    ref = tok.encode(reference, target=True)
+    tgt_in, tgt_out = shift_right(ref, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
     maps = teacher_forced(model, src.ids, tgt_in, tgt_out, iv)
     return maps, [tok.piece_text(i) for i in tgt_in], [tok.piece_text(i) for i in tgt_out]
 
@@ -386,14 +350,15 @@ def encoder_states(model: Transformer, src_ids: Sequence[int], *, use_pos_encodi
     return _np(enc.memory[0])
 
 
-def word_order_demo(model: Transformer, tok: Tokenizer, a: str, b: str) -> dict:
+def word_order_demo(model: Transformer, tok: Tokenizer, a: str, b: str) -> WordOrder:
     """Encode two sentences made of the same pieces in another order (e.g. "John loves Mary" /
     "Mary loves John"), with positional encoding off and on.
 
     A leading space is added so that every word is the same piece wherever it stands (tiktoken
-    spells a sentence-initial word without its space). Returns tokens of both, the permutation
-    ``perm`` with ``b_tokens[i] == a_tokens[perm[i]]``, and for PE off / on the largest
-    difference ``max|enc(b)[i] - enc(a)[perm[i]]|``: 0 (up to float error) without PE.
+    spells a sentence-initial word without its space). Returns a ``WordOrder``: tokens of both, the
+    permutation ``perm`` with ``b_tokens[i] == a_tokens[perm[i]]``, and for PE off / on the encoder
+    outputs ``(S, d_model)`` and the largest difference ``max|enc(b)[i] - enc(a)[perm[i]]|``: 0 (up
+    to float error) without PE.
 
     Raises InputError if the two are not permutations of the same pieces.
     """
@@ -406,8 +371,8 @@ def word_order_demo(model: Transformer, tok: Tokenizer, a: str, b: str) -> dict:
         j = next(j for j, y in enumerate(ia) if y == x and j not in used)
         used.add(j)
         perm.append(j)
-    out = {"a_tokens": [tok.piece_text(i) for i in ia], "b_tokens": [tok.piece_text(i) for i in ib], "perm": perm}
-    for name, pe in (("pe_off", False), ("pe_on", True)):
+    states = {}
+    for pe in (False, True):
         ea, eb = encoder_states(model, ia, use_pos_encoding=pe), encoder_states(model, ib, use_pos_encoding=pe)
-        out[name] = {"a": ea, "b": eb, "max_diff": float(np.abs(eb - ea[perm]).max())}
-    return out
+        states[pe] = EncoderStates(ea, eb, float(np.abs(eb - ea[perm]).max()))
+    return WordOrder([tok.piece_text(i) for i in ia], [tok.piece_text(i) for i in ib], perm, states[False], states[True])

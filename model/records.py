@@ -1,12 +1,26 @@
-"""The facts that model/, viz/ and ui/ share, defined once and free of torch.
+"""The facts that model/, viz/ and ui/ share, defined once, and the records they pass, free of torch.
+
+Facts:
 
 - ``KINDS`` and ``KIND_NAMES``: the three kinds of attention and their display names.
 - ``key_allowed`` / ``cell_reasons``: which (query, key) cells a mask hides, and why. The rule is
   written with array operators only, so ``model.transformer`` applies it to torch tensors and
-  ``model.analysis`` to numpy arrays: one definition, two array libraries.
+  ``model.analysis`` to numpy arrays: one definition, two array libraries. ``kind_masks`` applies
+  it to all three kinds of one translation.
 - ``shift_right``: the decoder reads ``[<bos>, y_1 .. y_n]`` and predicts ``[y_1 .. y_n, <eos>]``
   (section 3.1 of the paper: "the output embeddings are offset by one position").
+- ``layer_average`` / ``head_average``: the mean over heads, leaving out ablated (all-zero) heads.
 
+Records (``model.analysis`` builds them; ``viz/`` draws them; none holds a tensor or a model):
+
+- ``Source``, ``Maps`` (with the ``KindMask`` of each kind), ``Analysis``: one translated input;
+- ``StepView``: one decoding step; ``BeamTree``: a beam search;
+- ``EncoderStates`` / ``WordOrder``: the word-order demo of section 3.5;
+- ``AttentionView`` (every layer and head of one kind) and ``MapView`` (one map): what an attention
+  figure draws, maps with their tokens and the reason each hidden cell is hidden. Build them with
+  ``Analysis.view``, ``attention_view``, ``trace_view``, ``AttentionView.map``.
+
+Shape letters: L layers, H heads, S source tokens, T decoder inputs, Q queries, K keys.
 Importing this module never imports torch (tests/test_records.py checks it), so ``viz/`` can draw
 records without a model.
 """
@@ -14,6 +28,13 @@ records without a model.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # a type name only: importing model.decoding would import torch
+    from model.decoding import BeamNode
 
 KINDS = ("enc_self", "dec_self", "cross")
 """The three kinds of attention: encoder self, decoder causal self, decoder cross-attention."""
@@ -25,14 +46,18 @@ KIND_NAMES = {
 }
 """Display name of each kind."""
 
-# Why a (query, key) cell is hidden; 0 means the query may read the key.
-VISIBLE, FUTURE, HIDDEN, WINDOW = 0, 1, 2, 3
+# Why a (query, key) cell is hidden; 0 means the query may read the key. ABLATED marks every cell
+# of a head whose output was zeroed (``cell_reasons`` never returns it; ``MapView`` does).
+VISIBLE, FUTURE, HIDDEN, WINDOW, ABLATED = 0, 1, 2, 3, 4
 REASONS = {
     FUTURE: "masked: a later token (the causal mask hides the future)",
     HIDDEN: "masked: this source token is hidden",
     WINDOW: "masked: outside the local attention window",
+    ABLATED: "head ablated: its output is zeroed, so it attends to nothing",
 }
 """Hover text of each reason code."""
+REASON_NAMES = {FUTURE: "future", HIDDEN: "hidden", WINDOW: "window", ABLATED: "ablated"}
+"""Short name of each reason code (figure trace names)."""
 
 
 def key_allowed(q_pos, k_pos, *, causal: bool, window: int | None):
@@ -69,8 +94,6 @@ def cell_reasons(
     first of FUTURE, HIDDEN, WINDOW wins. Returns a numpy ``int8`` array ``(n_q, n_k)``.
     Raises ValueError for an unknown kind.
     """
-    import numpy as np  # numpy only: this module stays importable without torch
-
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     out = np.zeros((n_q, n_k), dtype=np.int8)
@@ -95,3 +118,318 @@ def shift_right(out_ids: Sequence[int], *, bos_id: int, eos_id: int, max_len: in
     if max_len is not None:
         tgt_in, tgt_out = tgt_in[:max_len], tgt_out[:max_len]
     return tgt_in, tgt_out
+
+
+# -- masks of one translation -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class KindMask:
+    """What the forward pass hid in the maps of one kind.
+
+    reasons: ``(Q, K)`` int8 reason code per cell (``VISIBLE`` = the query read the key), the same
+    for every layer and head; ablated: (layer, head) pairs, 0-based, whose output was zeroed.
+    """
+
+    reasons: np.ndarray
+    ablated: frozenset[tuple[int, int]] = frozenset()
+
+
+def kind_masks(
+    n_src: int,
+    n_tgt: int,
+    *,
+    causal: bool = True,
+    window: int | None = None,
+    src_hidden: Sequence[int] = (),
+    ablate: Sequence[tuple[str, int, int]] = (),
+) -> dict[str, KindMask]:
+    """The ``KindMask`` of each kind for a source of ``n_src`` and a decoder input of ``n_tgt`` tokens.
+
+    The arguments are the fields of ``model.transformer.Interventions`` that hide cells: the causal
+    flag, the window, hidden source positions and ablated ``(kind, layer, head)`` triples. Cells:
+    ``cell_reasons``; enc_self ``(S, S)``, dec_self ``(T, T)``, cross ``(T, S)``.
+    """
+    shapes = {"enc_self": (n_src, n_src), "dec_self": (n_tgt, n_tgt), "cross": (n_tgt, n_src)}
+    return {
+        kind: KindMask(
+            cell_reasons(kind, *shapes[kind], causal=causal, window=window, src_hidden=src_hidden),
+            frozenset((int(l), int(h)) for k, l, h in ablate if k == kind),
+        )
+        for kind in KINDS
+    }
+
+
+# -- means over heads -------------------------------------------------------------------------------
+def layer_average(attn) -> np.ndarray:
+    """Mean over heads for each layer: ``(L, H, Q, K) -> (L, Q, K)`` float32.
+
+    Heads whose map is all zero (ablated heads: ``model.transformer`` reports zeros for them) are
+    left out, so each row of the average still sums to 1 over the allowed keys; a layer with every
+    head ablated averages to zeros.
+
+    Raises:
+        ValueError: if ``attn`` is not 4-D.
+    """
+    a = np.asarray(attn, dtype=np.float32)  # (L, H, Q, K)
+    if a.ndim != 4:
+        raise ValueError(f"attn must be 4-D (layers, heads, queries, keys), got shape {a.shape}")
+    live = np.abs(a).reshape(a.shape[0], a.shape[1], -1).max(axis=2) > 0  # (L, H)
+    n = np.maximum(live.sum(axis=1), 1).astype(np.float32)  # (L,)
+    return (a * live[:, :, None, None]).sum(axis=1) / n[:, None, None]  # (L, Q, K)
+
+
+def head_average(attn, layer: int | None = None) -> np.ndarray:
+    """Mean over heads: ``(H, Q, K) -> (Q, K)``; for ``(L, H, Q, K)`` the heads of ``layer``
+    (0-based), or of every layer when ``layer`` is None. All-zero (ablated) heads are left out.
+
+    Raises:
+        ValueError: for other shapes or a layer out of range.
+    """
+    a = np.asarray(attn, dtype=np.float32)
+    if a.ndim == 3:
+        if layer is not None:
+            raise ValueError("layer is only for a (L, H, Q, K) array; this one is (H, Q, K)")
+        return layer_average(a[None])[0]
+    if a.ndim != 4:
+        raise ValueError(f"attn must be 3-D (heads, queries, keys) or 4-D (layers, ...), got shape {a.shape}")
+    if layer is None:
+        return layer_average(a.reshape(1, -1, *a.shape[2:]))[0]  # (L, H, Q, K) -> (1, L*H, Q, K)
+    if not 0 <= layer < a.shape[0]:
+        raise ValueError(f"layer {layer} is out of range: the array has {a.shape[0]} layers (count from 0)")
+    return layer_average(a[layer : layer + 1])[0]
+
+
+# -- what an attention figure draws -----------------------------------------------------------------
+@dataclass(frozen=True)
+class MapView:
+    """One attention map with its tokens: what ``viz.attention_heatmap`` draws.
+
+    w ``(Q, K)`` weights; reasons ``(Q, K)`` int8 reason codes (``ABLATED`` everywhere for an
+    ablated head); predicted: the token each decoder row predicted (None for enc_self); layer,
+    head: 0-based, ``head`` None for the mean over heads.
+    """
+
+    kind: str
+    w: np.ndarray
+    q_tokens: list[str]
+    k_tokens: list[str]
+    predicted: list[str] | None
+    reasons: np.ndarray
+    layer: int | None = None
+    head: int | None = None
+
+
+@dataclass(frozen=True)
+class AttentionView:
+    """Every layer and head of one kind with its tokens: what ``viz.attention_mosaic`` draws.
+
+    attn ``(L, H, Q, K)`` post-softmax weights; q_tokens (Q; decoder inputs for the decoder kinds),
+    k_tokens (K); predicted: the Q tokens each decoder row predicted (None for enc_self); reasons
+    ``(Q, K)`` int8 reason codes, the same for every head; ablated: (layer, head), 0-based;
+    head_names: names of the H columns (None: "head 1" ..).
+    """
+
+    kind: str
+    attn: np.ndarray
+    q_tokens: list[str]
+    k_tokens: list[str]
+    predicted: list[str] | None
+    reasons: np.ndarray
+    ablated: frozenset[tuple[int, int]] = frozenset()
+    head_names: tuple[str, ...] | None = None
+
+    def map(self, layer: int, head: int | None = None) -> MapView:
+        """Head ``head`` of ``layer`` (0-based), or the mean over the layer's heads when ``head`` is None.
+
+        An ablated head (or a mean over a layer whose every head is ablated) is all ``ABLATED``.
+        Raises ValueError for a layer or head out of range.
+        """
+        L, H = self.attn.shape[:2]
+        if not 0 <= layer < L or not (head is None or 0 <= head < H):
+            raise ValueError(f"(layer {layer}, head {head}) is out of range for {L} layers x {H} heads (count from 0)")
+        w = head_average(self.attn, layer) if head is None else np.asarray(self.attn[layer, head], dtype=np.float32)
+        heads = range(H) if head is None else (head,)
+        off = all((layer, h) in self.ablated for h in heads)
+        reasons = np.full_like(self.reasons, ABLATED) if off else self.reasons
+        return MapView(self.kind, w, self.q_tokens, self.k_tokens, self.predicted, reasons, layer, head)
+
+    def layer_means(self) -> AttentionView:
+        """Each layer's mean over its heads as one column ``(L, 1, Q, K)`` named "mean"."""
+        return replace(self, attn=layer_average(self.attn)[:, None], ablated=frozenset(), head_names=("mean",))
+
+
+def attention_view(maps: Maps, kind: str, *, src: list[str], tgt_in: list[str], tgt_out: list[str]) -> AttentionView:
+    """The ``AttentionView`` of ``kind`` in ``maps``, labelled with the source tokens ``src`` (S),
+    the decoder inputs ``tgt_in`` (T) and the tokens they predicted ``tgt_out`` (T).
+
+    Raises ValueError for an unknown kind.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    q, k, pred = {"enc_self": (src, src, None), "dec_self": (tgt_in, tgt_in, tgt_out), "cross": (tgt_in, src, tgt_out)}[kind]
+    m = maps.masks[kind]
+    return AttentionView(kind, getattr(maps, kind), q, k, pred, m.reasons, m.ablated)
+
+
+# -- one translation --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Source:
+    """A source sentence ready for the encoder: ids end in <eos>; ``truncated`` if it was cut to fit."""
+
+    text: str
+    ids: list[int]
+    tokens: list[str]
+    truncated: bool
+    n_tokens_original: int
+
+
+@dataclass
+class Maps:
+    """The attention maps of one translation (batch of one), as one teacher-forced pass over it gives them.
+
+    enc_self ``(L_enc, H, S, S)``, dec_self ``(L_dec, H, T, T)``, cross ``(L_dec, H, T, S)``, float32;
+    ``next_probs (T,)`` the probability the model gave each predicted token; ``masks`` the
+    ``KindMask`` of each kind (from the interventions the pass ran under); ``shapes`` lists every
+    stage of the data flow as (name, shape, meaning).
+    """
+
+    enc_self: np.ndarray
+    dec_self: np.ndarray
+    cross: np.ndarray
+    next_probs: np.ndarray
+    masks: dict[str, KindMask]
+    shapes: list[tuple[str, tuple[int, ...], str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BeamTree:
+    """A beam search: every node of its tree (``model.decoding.BeamNode``: id, parent, token, step,
+    logprob, finished, score; a node's id is its index), ``texts[i]`` the piece text of node i, the
+    node ids from the root to the best hypothesis's end, and the finished hypotheses, best first,
+    as (text, score)."""
+
+    nodes: list[BeamNode]
+    texts: list[str]
+    best_path: list[int]
+    hypotheses: list[tuple[str, float]]
+
+
+@dataclass
+class Analysis:
+    """One translated input and every attention map of its translation (``model.analysis.analyze``).
+
+    Decoder maps: row t is the query at ``tgt_in_tokens[t]``, which predicted ``tgt_out_tokens[t]``
+    (``shift_right``). settings: ``asdict(DecodeSettings)``; interventions: ``iv_dict(iv)``; beam:
+    the tree when the method was beam search.
+    """
+
+    source: Source
+    out_ids: list[int]
+    translation: str
+    finished: bool  # the output ended with <eos> (not cut by the token budget)
+    tgt_in_tokens: list[str]
+    tgt_out_tokens: list[str]
+    maps: Maps
+    settings: dict
+    interventions: dict
+    beam: BeamTree | None = None
+
+    def view(self, kind: str) -> AttentionView:
+        """Every layer and head of ``kind`` with this input's tokens and hidden cells."""
+        return attention_view(self.maps, kind, src=self.source.tokens, tgt_in=self.tgt_in_tokens, tgt_out=self.tgt_out_tokens)
+
+    def to_json_dict(self) -> dict:
+        """Everything, with arrays as nested lists: for the JSON export."""
+        m = self.maps
+        return {
+            "source": asdict(self.source),
+            "translation": self.translation,
+            "out_ids": self.out_ids,
+            "finished": self.finished,
+            "tgt_in_tokens": self.tgt_in_tokens,
+            "tgt_out_tokens": self.tgt_out_tokens,
+            "attention": {
+                "enc_self": m.enc_self.round(5).tolist(),
+                "dec_self": m.dec_self.round(5).tolist(),
+                "cross": m.cross.round(5).tolist(),
+                "layout": "[layer][head][query][key]",
+            },
+            "hidden_cells": {
+                kind: {"reasons": mk.reasons.tolist(), "codes": REASON_NAMES, "ablated": sorted(map(list, mk.ablated))}
+                for kind, mk in m.masks.items()
+            },
+            "next_token_probs": m.next_probs.round(5).tolist(),
+            "shapes": [{"stage": n, "shape": list(s), "meaning": d} for n, s, d in m.shapes],
+            "settings": self.settings,
+            "interventions": self.interventions,
+            "beam": asdict(self.beam) if self.beam is not None else None,
+        }
+
+
+# -- decoding step by step --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepView:
+    """One decoding step as plain data (see ``model.decoding.Step``).
+
+    prefix_tokens: the decoder input so far ``[<bos>, y_1 .. y_t]``; candidates: (piece text,
+    compact id, probability), best first; self_attn ``(L, H, t + 1)``; cross_attn ``(L, H, S)``;
+    masks: for "dec_self" and "cross", the ``KindMask`` of this step's query row (reasons
+    ``(1, t + 1)`` and ``(1, S)``).
+    """
+
+    t: int
+    prefix_tokens: list[str]
+    candidates: list[tuple[str, int, float]]
+    chosen: int
+    chosen_token: str
+    chosen_prob: float
+    forced: bool
+    self_attn: np.ndarray
+    cross_attn: np.ndarray
+    masks: dict[str, KindMask]
+
+
+def trace_view(steps: Sequence[StepView], kind: str, src_tokens: list[str]) -> AttentionView:
+    """Every layer and head of the decoder ``kind`` over ``steps`` (steps 0 .. t, in order): row i is
+    step i's query, which predicted ``steps[i].chosen_token``.
+
+    dec_self keys are the last step's prefix; a key after step i's prefix did not exist when its
+    query ran, so it is ``FUTURE``. Cross keys are the source tokens ``src_tokens``.
+    Raises ValueError for no steps or kind "enc_self".
+    """
+    if not steps or kind not in ("dec_self", "cross"):
+        raise ValueError(f"trace_view needs at least one step and kind 'dec_self' or 'cross', got {len(steps)} steps, {kind!r}")
+    last, T = steps[-1], len(steps)
+    predicted = [s.chosen_token for s in steps]
+    if kind == "cross":
+        attn = np.stack([s.cross_attn for s in steps], axis=2)  # T x (L, H, S) -> (L, H, T, S)
+        reasons = np.concatenate([s.masks["cross"].reasons for s in steps])  # (T, S)
+        return AttentionView(kind, attn, last.prefix_tokens, src_tokens, predicted, reasons, last.masks[kind].ablated)
+    L, H = last.self_attn.shape[:2]
+    attn = np.zeros((L, H, T, T), dtype=np.float32)
+    reasons = np.full((T, T), FUTURE, dtype=np.int8)
+    for i, s in enumerate(steps):
+        attn[:, :, i, : i + 1] = s.self_attn  # row i: the query at step i over the prefix <bos> .. y_i
+        reasons[i, : i + 1] = s.masks["dec_self"].reasons[0]
+    return AttentionView(kind, attn, last.prefix_tokens, last.prefix_tokens, predicted, reasons, last.masks[kind].ablated)
+
+
+# -- the word-order demo ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EncoderStates:
+    """Encoder outputs ``(S, d_model)`` of sentences A and B, and ``max|b[i] - a[perm[i]]|``."""
+
+    a: np.ndarray
+    b: np.ndarray
+    max_diff: float
+
+
+@dataclass(frozen=True)
+class WordOrder:
+    """Two sentences of the same pieces in another order (``b_tokens[i] == a_tokens[perm[i]]``) and
+    their encoder outputs with positional encoding off and on (section 3.5)."""
+
+    a_tokens: list[str]
+    b_tokens: list[str]
+    perm: list[int]
+    pe_off: EncoderStates
+    pe_on: EncoderStates

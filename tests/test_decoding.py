@@ -26,6 +26,7 @@ from model.decoding import (
     greedy_batch,
     length_penalty,
 )
+from model.records import VISIBLE, BeamTree, cell_reasons, trace_view
 from model.transformer import Interventions, Transformer, TransformerConfig
 
 V, PAD, BOS, EOS = 23, 0, 1, 2
@@ -283,6 +284,42 @@ def test_analyze_maps_equal_one_teacher_forced_pass_over_its_output(reverse, met
     for name in ("enc_self", "dec_self", "cross", "next_probs"):
         np.testing.assert_allclose(getattr(a.maps, name), getattr(tf, name), atol=1e-5, rtol=0, err_msg=name)
     assert a.maps.shapes == tf.shapes
+
+
+@pytest.mark.parametrize(
+    "iv",
+    [
+        Interventions(),
+        Interventions(window=2, src_hidden={1}, ablate={("cross", 0, 1), ("enc_self", 1, 0)}),
+        Interventions(causal=False, src_hidden={0, 2}),
+    ],
+)
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_analysis_records_carry_the_cells_their_interventions_hid(reverse, method, iv):
+    """Every kind's reasons are ``cell_reasons`` of the interventions used, hidden cells got no weight
+    from the model, and the ablated heads are those of that kind; the step trace agrees row by row."""
+    model, tok = reverse.model, reverse.tokenizer
+    a = analyze(model, tok, " q r s t u", DecodeSettings(method, beam_size=3), iv)
+    S, T = len(a.source.ids), len(a.tgt_in_tokens)
+    for kind, (n_q, n_k) in {"enc_self": (S, S), "dec_self": (T, T), "cross": (T, S)}.items():
+        v = a.view(kind)
+        want = cell_reasons(kind, n_q, n_k, causal=iv.causal, window=iv.window, src_hidden=sorted(iv.src_hidden))
+        np.testing.assert_array_equal(v.reasons, want, err_msg=kind)
+        assert (v.attn[:, :, v.reasons != VISIBLE] == 0).all(), f"{kind}: a cell marked hidden has weight"
+        assert v.ablated == {(l, h) for k, l, h in iv.ablate if k == kind}
+        assert all((v.attn[l, h] == 0).all() for l, h in v.ablated)
+    if method == "beam":
+        assert isinstance(a.beam, BeamTree) and a.beam.best_path[0] == 0
+        assert [a.beam.texts[i] for i in a.beam.best_path[1:]][: len(a.out_ids)] == a.tgt_out_tokens[: len(a.out_ids)]
+        return
+    if not iv.causal:
+        return  # a step never sees later tokens, whatever the mask; the teacher-forced maps without it do
+    steps = step_trace(model, tok, a.source.ids, iv=iv)
+    n = min(len(steps), T)
+    for kind in ("dec_self", "cross"):
+        tv = trace_view(steps[:n], kind, a.source.tokens)
+        np.testing.assert_array_equal(tv.reasons, a.view(kind).reasons[:n, : tv.reasons.shape[1]], err_msg=kind)
+        assert (tv.attn[:, :, tv.reasons != VISIBLE] == 0).all()
 
 
 def test_data_flow_lists_the_shapes_of_a_real_forward_pass():

@@ -1,11 +1,13 @@
 """viz/: figures carry exactly the data they were given, labelled with the right tokens.
 
 Every test builds small random maps (Dirichlet rows, which sum to 1 like softmax rows) or
-hand-made ones whose statistics are known, and reads the numbers back out of the figure.
+hand-made ones whose statistics are known, wraps them in the records of ``model.records`` (the
+hidden cells given as reason codes) and reads the numbers back out of the figure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import io
 import json
@@ -19,6 +21,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import viz
+from model.records import (
+    FUTURE,
+    HIDDEN,
+    VISIBLE,
+    WINDOW,
+    AttentionView,
+    BeamTree,
+    EncoderStates,
+    MapView,
+    StepView,
+    WordOrder,
+    cell_reasons,
+)
 from viz.attention import attention_heatmap, attention_mosaic, difference_heatmap, mosaic_tile
 
 SRC = [" A", " dog", " jumps", " over", " a", " dog", ".", "<eos>"]  # " dog" twice on purpose
@@ -59,6 +74,38 @@ def z_of(trace) -> np.ndarray:
     return np.asarray(trace.z, dtype=np.float32)
 
 
+def default_reasons(kind: str, n_q: int, n_k: int) -> np.ndarray:
+    """What the model hides without interventions: the causal future of dec_self, nothing else."""
+    return cell_reasons("dec_self", n_q, n_k) if kind == "dec_self" else np.zeros((n_q, n_k), np.int8)
+
+
+def view(a, q, k, *, kind: str, predicted=None, reasons=None, ablated=(), head_names=None) -> AttentionView:
+    """An ``AttentionView`` of ``a (L, H, Q, K)``; reasons default to ``default_reasons``."""
+    Q, K = np.shape(a)[-2:]
+    r = default_reasons(kind, Q, K) if reasons is None else reasons
+    return AttentionView(kind, a, list(q), list(k), predicted, r, frozenset(ablated), head_names)
+
+
+def one_map(w, q, k, *, kind: str, predicted=None, reasons=None, layer=None, head=None) -> MapView:
+    """A ``MapView`` of ``w (Q, K)``; reasons default to ``default_reasons``."""
+    Q, K = np.shape(w)
+    r = default_reasons(kind, Q, K) if reasons is None else reasons
+    return MapView(kind, w, list(q), list(k), predicted, r, layer, head)
+
+
+def mosaic(a, q, k, **kw) -> go.Figure:
+    return attention_mosaic(view(a, q, k, **kw))
+
+
+def heatmap(w, q, k, *, title=None, **kw) -> go.Figure:
+    return attention_heatmap(one_map(w, q, k, **kw), title=title)
+
+
+def step(candidates, chosen: int, *, forced: bool = False) -> StepView:
+    """A ``StepView`` with these candidates and chosen id (its maps are not drawn by candidates_bar)."""
+    return StepView(0, ["<bos>"], candidates, chosen, "x", 0.5, forced, np.zeros((1, 1, 1)), np.zeros((1, 1, 1)), {})
+
+
 # -- tokens ----------------------------------------------------------------------------------------
 def test_display_makes_spaces_and_control_characters_visible():
     assert viz.display([" dog", "dog", "  x", "a\nb", "\t", "", "<bos>"]) == ["▁dog", "dog", "▁▁x", "a⏎b", "⇥", "∅", "<bos>"]
@@ -78,7 +125,7 @@ def test_row_labels_are_unique_and_name_the_prediction():
 )
 def test_mosaic_tiles_recover_the_input_maps_and_only_gutters_are_nan(kind, q, k, pred):
     a = dirichlet(3, 4, len(q), len(k))
-    fig = attention_mosaic(a, q, k, kind=kind, predicted=pred)
+    fig = mosaic(a, q, k, kind=kind, predicted=pred)
     heat = [t for t in fig.data if isinstance(t, go.Heatmap)]
     assert len(heat) == 1, "no mask: the whole mosaic is ONE heatmap trace"
     meta = fig.layout.meta
@@ -97,7 +144,7 @@ def test_mosaic_tiles_recover_the_input_maps_and_only_gutters_are_nan(kind, q, k
 @given(L=st.integers(1, 3), H=st.integers(1, 4), Q=st.integers(1, 9), K=st.integers(1, 9), seed=st.integers(0, 10**6))
 def test_mosaic_tile_recovery_for_any_shape(L, H, Q, K, seed):
     a = dirichlet(L, H, Q, K, seed=seed)
-    fig = attention_mosaic(a, [f" t{i}" for i in range(Q)], [f" s{j}" for j in range(K)], kind="cross")
+    fig = mosaic(a, [f" t{i}" for i in range(Q)], [f" s{j}" for j in range(K)], kind="cross")
     tiles = np.stack([np.stack([mosaic_tile(fig, l, h) for h in range(H)]) for l in range(L)])
     np.testing.assert_array_equal(tiles, a)
     assert len(fig.data[0].x) == len(set(fig.data[0].x)) == z_of(fig.data[0]).shape[1]
@@ -107,7 +154,7 @@ def test_mosaic_tile_recovery_for_any_shape(L, H, Q, K, seed):
 def test_dec_self_future_cells_are_masked_grey_not_zero_weight():
     T = len(TGT_IN)
     a = causal(dirichlet(2, 3, T, T))
-    fig = attention_mosaic(a, TGT_IN, TGT_IN, kind="dec_self", predicted=TGT_OUT)
+    fig = mosaic(a, TGT_IN, TGT_IN, kind="dec_self", predicted=TGT_OUT)
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     grey = {t.name: t for t in fig.data[1:]}
     assert set(grey) == {"future"}
@@ -128,7 +175,7 @@ def test_dec_self_future_cells_are_masked_grey_not_zero_weight():
 def test_dec_self_without_causal_mask_draws_every_cell():
     T = len(TGT_IN)
     a = dirichlet(1, 2, T, T)
-    fig = attention_mosaic(a, TGT_IN, TGT_IN, kind="dec_self", interventions={"causal": False})
+    fig = mosaic(a, TGT_IN, TGT_IN, kind="dec_self", reasons=cell_reasons("dec_self", T, T, causal=False))
     assert len(fig.data) == 1
     np.testing.assert_array_equal(mosaic_tile(fig, 0, 1), a[0, 1])
 
@@ -136,8 +183,8 @@ def test_dec_self_without_causal_mask_draws_every_cell():
 def test_ablated_heads_and_hidden_tokens_are_grey_and_labelled():
     a = dirichlet(2, 3, len(TGT_IN), len(SRC))
     a[1, 2] = 0.0  # the model reports zeros for an ablated head
-    iv = {"causal": True, "window": None, "src_hidden": [2], "ablate": [["cross", 1, 2], ["enc_self", 0, 0]]}
-    fig = attention_mosaic(a, TGT_IN, SRC, kind="cross", predicted=TGT_OUT, interventions=iv)
+    hidden = cell_reasons("cross", len(TGT_IN), len(SRC), src_hidden=[2])
+    fig = mosaic(a, TGT_IN, SRC, kind="cross", predicted=TGT_OUT, reasons=hidden, ablated={(1, 2)})
     assert fig.layout.meta["ablated"] == [[1, 2]]
     assert np.isnan(mosaic_tile(fig, 1, 2)).all()
     assert np.isnan(mosaic_tile(fig, 0, 0)[:, 2]).all()
@@ -148,27 +195,42 @@ def test_ablated_heads_and_hidden_tokens_are_grey_and_labelled():
     assert sum("ablated" in t for t in texts) == 1
 
 
-def test_masked_cells_follow_the_model_rules():
-    m = viz.masked_cells("dec_self", 4, 4, window=2)
-    np.testing.assert_array_equal(m, ~(np.tri(4, dtype=bool) & ~np.tri(4, k=-2, dtype=bool)))  # keys q-1 .. q
-    np.testing.assert_array_equal(viz.masked_cells("cross", 2, 3, hidden=[1], window=1), [[False, True, False]] * 2)
-    assert not viz.masked_cells("enc_self", 3, 3).any()
+def test_viz_draws_the_reasons_it_is_given_and_computes_none_of_its_own():
+    """Grey cells are exactly the view's reasons: a dec_self view without FUTURE cells draws the
+    future, and reasons no mask rule would give (scattered cells) are drawn where they are."""
+    T = len(TGT_IN)
+    a = dirichlet(1, 2, T, T)
+    reasons = np.zeros((T, T), np.int8)  # no causal mask, although the kind is dec_self
+    reasons[0, 3], reasons[4, 1], reasons[2, 2] = WINDOW, HIDDEN, FUTURE  # no rule hides these cells alone
+    for fig, tile in (
+        (mosaic(a, TGT_IN, TGT_IN, kind="dec_self", reasons=reasons), lambda f: mosaic_tile(f, 0, 1)),
+        (heatmap(a[0, 1], TGT_IN, TGT_IN, kind="dec_self", reasons=reasons), lambda f: z_of(f.data[0])),
+    ):
+        z = tile(fig)
+        np.testing.assert_array_equal(np.isnan(z), reasons != VISIBLE)
+        np.testing.assert_array_equal(z[reasons == VISIBLE], a[0, 1][reasons == VISIBLE])
+        assert {t.name for t in fig.data if isinstance(t, go.Heatmap)} == {"attention", "window", "hidden", "future"}
+    heat = heatmap(a[0, 1], TGT_IN, TGT_IN, kind="dec_self", reasons=reasons)
+    cells = {t.name: np.asarray(t.customdata).tolist() for t in heat.data if isinstance(t, go.Scatter)}
+    assert cells["cells: window"] == [[0, 3]] and cells["cells: hidden"] == [[4, 1]] and cells["cells: future"] == [[2, 2]]
+    with pytest.raises(ValueError, match="reasons has shape"):
+        mosaic(a, TGT_IN, TGT_IN, kind="dec_self", reasons=reasons[:3])
 
 
-def test_zoom_draws_a_head_ablated_by_the_interventions_as_ablated():
-    w = np.zeros((len(TGT_IN), len(SRC)), np.float32)
-    iv = {"causal": True, "src_hidden": [], "ablate": [["cross", 1, 0]]}
-    fig = attention_heatmap(w, TGT_IN, SRC, title="t", kind="cross", layer=1, head=0, interventions=iv)
+def test_zoom_draws_a_head_ablated_in_the_view_as_ablated():
+    a = dirichlet(2, 2, len(TGT_IN), len(SRC))
+    a[1, 0] = 0.0
+    v = view(a, TGT_IN, SRC, kind="cross", ablated={(1, 0)})
+    fig = attention_heatmap(v.map(1, 0), title="t")
     assert np.isnan(z_of(fig.data[0])).all() and fig.data[1].name == "ablated"
-    other = attention_heatmap(
-        dirichlet(len(TGT_IN), len(SRC)), TGT_IN, SRC, title="t", kind="cross", layer=1, head=1, interventions=iv
-    )
+    other = attention_heatmap(v.map(1, 1), title="t")
     assert not np.isnan(z_of(other.data[0])).any()
+    np.testing.assert_allclose(z_of(attention_heatmap(v.map(1)).data[0]), a[1, 1], rtol=1e-6)  # the mean leaves it out
 
 
 def test_mosaic_hover_names_layer_head_query_key_and_weight():
     a = dirichlet(2, 3, len(TGT_IN), len(SRC))
-    fig = attention_mosaic(a, TGT_IN, SRC, kind="cross", predicted=TGT_OUT)
+    fig = mosaic(a, TGT_IN, SRC, kind="cross", predicted=TGT_OUT)
     tr, meta = fig.data[0], fig.layout.meta
     l, h, q, k = 1, 2, 2, 5  # layer 2, head 3, query " Hund" (pos 2), key the second " dog" (pos 5)
     r, c = l * (meta["Q"] + meta["gap"]) + q, h * (meta["K"] + meta["gap"]) + k
@@ -182,27 +244,25 @@ def test_mosaic_hover_names_layer_head_query_key_and_weight():
 
 def test_labels_match_tokens_and_duplicates_do_not_merge():
     a = dirichlet(1, 2, len(SRC), len(SRC))
-    fig = attention_mosaic(a, SRC, SRC, kind="enc_self")
+    fig = mosaic(a, SRC, SRC, kind="enc_self")
     labels = shown(SRC)
     assert list(fig.layout.yaxis.ticktext) == labels
     assert list(fig.layout.xaxis.ticktext) == labels * 2
     assert len(set(fig.data[0].x)) == len(fig.data[0].x)  # the two " dog" columns stay two columns
-    z = attention_heatmap(a[0, 0], SRC, SRC, title="t", kind="enc_self")
+    z = heatmap(a[0, 0], SRC, SRC, title="t", kind="enc_self")
     assert list(z.layout.xaxis.ticktext) == labels and list(z.layout.xaxis.tickvals) == list(range(len(SRC)))
     assert list(z.layout.yaxis.ticktext) == labels
     assert list(np.asarray(z.data[0].x)) == list(range(len(SRC)))  # integer axis: one column per position
 
 
 def test_special_tokens_are_escaped_for_plotly():
-    fig = attention_heatmap(dirichlet(2, 2), ["<bos>", " Ein"], ["<bos>", " Ein"], title="t", kind="dec_self")
+    fig = heatmap(dirichlet(2, 2), ["<bos>", " Ein"], ["<bos>", " Ein"], title="t", kind="dec_self")
     assert fig.layout.xaxis.ticktext[0] == "&lt;bos&gt;"
 
 
 def test_mosaic_payload_is_base64_not_lists():
     a = dirichlet(3, 4, 20, 20)
-    spec = json.loads(
-        attention_mosaic(a, [f" w{i}" for i in range(20)], [f" w{i}" for i in range(20)], kind="enc_self").to_json()
-    )
+    spec = json.loads(mosaic(a, [f" w{i}" for i in range(20)], [f" w{i}" for i in range(20)], kind="enc_self").to_json())
     assert set(spec["data"][0]["z"]) >= {"dtype", "bdata"} and spec["data"][0]["z"]["dtype"] == "f4"
     assert set(spec["data"][0]["customdata"]) >= {"dtype", "bdata"}
 
@@ -211,7 +271,7 @@ def test_mosaic_payload_is_base64_not_lists():
 def test_heatmap_click_scatter_and_hover_for_one_cell():
     T = len(TGT_IN)
     w = causal(dirichlet(T, T))
-    fig = attention_heatmap(w, TGT_IN, TGT_IN, title=None, kind="dec_self", predicted=TGT_OUT, layer=1, head=2)
+    fig = heatmap(w, TGT_IN, TGT_IN, kind="dec_self", predicted=TGT_OUT, layer=1, head=2)
     np.testing.assert_array_equal(z_of(fig.data[0])[np.tril_indices(T)], w[np.tril_indices(T)])
     assert np.isnan(z_of(fig.data[0])[np.triu_indices(T, 1)]).all()
     # click layer: invisible markers, one per cell, customdata [q, k] at (x, y) = (k, q)
@@ -249,14 +309,12 @@ def test_labels_fit_in_explicit_margins():
     figs = {
         "step_attention": viz.step_attention(row, SRC, title="t", key_title="source token"),
         "step_attention 1-D": viz.step_attention(row[0], SRC, title="t"),
-        "candidates_bar": viz.candidates_bar([(" Hund", 55, 0.6), (" extraordinarily", 12, 0.3)], 55),
+        "candidates_bar": viz.candidates_bar(step([(" Hund", 55, 0.6), (" extraordinarily", 12, 0.3)], 55)),
         "pe_matrix": viz.pe_matrix(pe),
         "pe_curves": viz.pe_curves(pe, [0, 1, 8]),
         "pe_similarity": viz.pe_similarity(pe),
-        "attention_mosaic": attention_mosaic(
-            dirichlet(2, 2, len(TGT_IN), len(SRC)), TGT_IN, SRC, kind="cross", predicted=TGT_OUT
-        ),
-        "attention_heatmap": attention_heatmap(dirichlet(len(TGT_IN), len(SRC)), TGT_IN, SRC, title="t", kind="cross"),
+        "attention_mosaic": mosaic(dirichlet(2, 2, len(TGT_IN), len(SRC)), TGT_IN, SRC, kind="cross", predicted=TGT_OUT),
+        "attention_heatmap": heatmap(dirichlet(len(TGT_IN), len(SRC)), TGT_IN, SRC, title="t", kind="cross"),
     }
     for name, fig in figs.items():
         for ax in (fig.layout.xaxis, fig.layout.yaxis):
@@ -277,13 +335,14 @@ def test_labels_fit_in_explicit_margins():
 # -- before / after ----------------------------------------------------------------------------------
 def test_difference_heatmap_is_after_minus_before_on_a_symmetric_scale():
     before, after = dirichlet(5, 8, seed=1), dirichlet(5, 8, seed=2)
-    fig = difference_heatmap(before, after, TGT_IN[:5], SRC, title="x", kind="cross")
+    b, a = (one_map(w, TGT_IN[:5], SRC, kind="cross") for w in (before, after))
+    fig = difference_heatmap(b, a, title="x")
     np.testing.assert_allclose(z_of(fig.data[0]), after - before, atol=0)
     tr = fig.data[0]
     m = np.abs(after - before).max()
     assert tr.zmid == 0 and tr.zmin == pytest.approx(-m) and tr.zmax == pytest.approx(m)
     np.testing.assert_array_equal(np.asarray(tr.customdata)[2, 3], [before[2, 3], after[2, 3]])
-    same = difference_heatmap(before, before, TGT_IN[:5], SRC, title="x")
+    same = difference_heatmap(b, b)
     assert same.data[0].zmax == pytest.approx(1e-6) and not np.isnan(z_of(same.data[0])).any()
 
 
@@ -291,24 +350,26 @@ def test_difference_heatmap_is_after_minus_before_on_a_symmetric_scale():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: attention_mosaic(dirichlet(4, 8, 8), SRC, SRC, kind="enc_self"), r"attn must be 4-D, got shape \(4, 8, 8\)"),
-        (lambda: attention_mosaic(dirichlet(1, 1, 8, 8), SRC, SRC[:3], kind="enc_self"), "k_tokens has 3 tokens but"),
-        (lambda: attention_mosaic(dirichlet(1, 1, 7, 8), TGT_IN, SRC, kind="dec_self"), "did you mean kind='cross'"),
-        (lambda: attention_mosaic(dirichlet(1, 1, 8, 8), SRC, SRC, kind="encoder"), "kind must be one of"),
-        (lambda: attention_mosaic(dirichlet(1, 1, 8, 8), SRC, SRC, kind="enc_self", ablated={(0, 1)}), "out of range"),
-        (lambda: attention_mosaic(dirichlet(1, 1, 8, 8), SRC, SRC, kind="enc_self", predicted=SRC), "decoder rows"),
-        (lambda: attention_mosaic(np.full((1, 1, 8, 8), np.nan), SRC, SRC, kind="enc_self"), "NaN"),
+        (lambda: mosaic(dirichlet(4, 8, 8), SRC, SRC, kind="enc_self"), r"attn must be 4-D, got shape \(4, 8, 8\)"),
+        (lambda: mosaic(dirichlet(1, 1, 8, 8), SRC, SRC[:3], kind="enc_self"), "k_tokens has 3 tokens but"),
+        (lambda: mosaic(dirichlet(1, 1, 7, 8), TGT_IN, SRC, kind="dec_self"), "did you mean kind='cross'"),
+        (lambda: mosaic(dirichlet(1, 1, 8, 8), SRC, SRC, kind="encoder"), "kind must be one of"),
+        (lambda: mosaic(dirichlet(1, 1, 8, 8), SRC, SRC, kind="enc_self", ablated={(0, 1)}), "out of range"),
+        (lambda: mosaic(dirichlet(1, 1, 8, 8), SRC, SRC, kind="enc_self", predicted=SRC), "decoder rows"),
+        (lambda: mosaic(np.full((1, 1, 8, 8), np.nan), SRC, SRC, kind="enc_self"), "NaN"),
+        (lambda: heatmap(dirichlet(7, 8), TGT_IN, SRC, title="t", kind="cross", predicted=TGT_OUT[:2]), "predicted has 2"),
         (
-            lambda: attention_heatmap(dirichlet(7, 8), TGT_IN, SRC, title="t", kind="cross", predicted=TGT_OUT[:2]),
-            "predicted has 2",
+            lambda: difference_heatmap(
+                one_map(dirichlet(7, 8), TGT_IN, SRC, kind="cross"), one_map(dirichlet(6, 8), TGT_IN[:6], SRC, kind="cross")
+            ),
+            "same kind, queries and keys",
         ),
-        (lambda: difference_heatmap(dirichlet(7, 8), dirichlet(6, 8), TGT_IN, SRC, title="t"), "same queries and keys"),
         (lambda: viz.step_attention(dirichlet(4, 8), SRC[:5], title="t"), "k_tokens has 5 tokens"),
         (lambda: viz.rollout(dirichlet(2, 2, 3, 4)), "square"),
         (lambda: viz.pe_curves(np.zeros((10, 8)), [8]), r"dims \[8\] are out of range"),
         (lambda: viz.word_order_figure({"a_tokens": []}), "word_order_demo"),
-        (lambda: viz.beam_tree([], [0]), "nodes is empty"),
-        (lambda: viz.candidates_bar([], 1), "candidates is empty"),
+        (lambda: viz.beam_tree(BeamTree([], [], [0], [])), "no nodes"),
+        (lambda: viz.candidates_bar(step([], 1)), "candidates are empty"),
         (lambda: viz.shapes_table([("x", "not a shape", "")]), "shape must be a tuple of ints"),
     ],
 )
@@ -320,7 +381,7 @@ def test_bad_input_raises_a_value_error_that_says_what_to_fix(call, message):
 def test_torch_tensors_are_accepted():
     torch = pytest.importorskip("torch")
     a = dirichlet(1, 2, 3, 3)
-    fig = attention_mosaic(torch.from_numpy(a).requires_grad_(), SRC[:3], SRC[:3], kind="enc_self")
+    fig = mosaic(torch.from_numpy(a).requires_grad_(), SRC[:3], SRC[:3], kind="enc_self")
     np.testing.assert_array_equal(mosaic_tile(fig, 0, 1), a[0, 1])
 
 
@@ -414,7 +475,7 @@ def test_attention_csv_round_trips_through_pandas():
 
 
 def test_figure_html_is_a_full_page():
-    page = viz.figure_html(attention_heatmap(dirichlet(2, 2), SRC[:2], SRC[:2], title="t", kind="enc_self"))
+    page = viz.figure_html(heatmap(dirichlet(2, 2), SRC[:2], SRC[:2], title="t", kind="enc_self"))
     assert page.lstrip().lower().startswith("<!doctype html>") and page.rstrip().endswith("</html>")
     assert "cdn.plot.ly" in page and len(page) < 100_000
 
@@ -456,13 +517,13 @@ def test_word_order_figure_on_a_demo_dict():
     a_tok, b_tok, perm = [" John", " loves", " Mary", "<eos>"], [" Mary", " loves", " John", "<eos>"], [2, 1, 0, 3]
     ea = rng.normal(size=(4, 8)).astype(np.float32)
     eb_on = rng.normal(size=(4, 8)).astype(np.float32)
-    demo = {
-        "a_tokens": a_tok,
-        "b_tokens": b_tok,
-        "perm": perm,
-        "pe_off": {"a": ea, "b": ea[perm], "max_diff": 0.0},
-        "pe_on": {"a": ea, "b": eb_on, "max_diff": float(np.abs(eb_on - ea[perm]).max())},
-    }
+    demo = WordOrder(
+        a_tok,
+        b_tok,
+        perm,
+        pe_off=EncoderStates(ea, ea[perm], 0.0),
+        pe_on=EncoderStates(ea, eb_on, float(np.abs(eb_on - ea[perm]).max())),
+    )
     fig = viz.word_order_figure(demo)
     off, on = fig.data
     np.testing.assert_array_equal(off.y, 0)
@@ -470,18 +531,18 @@ def test_word_order_figure_on_a_demo_dict():
     assert list(fig.layout.xaxis.ticktext) == shown(b_tok)
     assert "John loves Mary" in fig.layout.title.text and "Mary loves John" in fig.layout.title.text
     with pytest.raises(ValueError, match="permutation"):
-        viz.word_order_figure(demo | {"perm": [0, 0, 1, 2]})
+        viz.word_order_figure(dataclasses.replace(demo, perm=[0, 0, 1, 2]))
 
 
 # -- decoding steps --------------------------------------------------------------------------------------
 def test_candidates_bar_highlights_the_chosen_token():
     cands = [(" Hund", 55, 0.6), (" Mann", 12, 0.3), (" dog", 7, 0.1)]
-    fig = viz.candidates_bar(cands, 12, forced=True)
+    fig = viz.candidates_bar(step(cands, 12, forced=True))
     bar = fig.data[0]
     np.testing.assert_allclose(bar.x, [0.6, 0.3, 0.1])
     assert [c == bar.marker.color[1] for c in bar.marker.color] == [False, True, False]
     assert "forced" in bar.text[1] and fig.layout.xaxis.range[0] == 0
-    outside = viz.candidates_bar(cands, 999)
+    outside = viz.candidates_bar(step(cands, 999))
     assert "not in the top 3" in outside.layout.annotations[0].text
 
 
@@ -499,20 +560,23 @@ def test_step_attention_per_head_and_mean():
 
 
 def test_beam_tree_highlights_the_best_path():
+    from model.decoding import BeamNode
+
     nodes = [
-        {"id": 0, "parent": -1, "token": 1, "step": -1, "logprob": 0.0, "finished": False, "score": None, "text": "<bos>"},
-        {"id": 1, "parent": 0, "token": 5, "step": 0, "logprob": -0.1, "finished": False, "score": None, "text": " Ein"},
-        {"id": 2, "parent": 0, "token": 6, "step": 0, "logprob": -0.9, "finished": False, "score": None, "text": " Der"},
-        {"id": 3, "parent": 1, "token": 7, "step": 1, "logprob": -0.3, "finished": False, "score": None, "text": " Hund"},
-        {"id": 4, "parent": 3, "token": 2, "step": 2, "logprob": -0.4, "finished": True, "score": -0.35, "text": "<eos>"},
+        BeamNode(0, -1, 1, -1, 0.0),
+        BeamNode(1, 0, 5, 0, -0.1),
+        BeamNode(2, 0, 6, 0, -0.9),
+        BeamNode(3, 1, 7, 1, -0.3),
+        BeamNode(4, 3, 2, 2, -0.4, finished=True, score=-0.35),
     ]
-    fig = viz.beam_tree(nodes, [0, 1, 3, 4])
+    texts = ["<bos>", " Ein", " Der", " Hund", "<eos>"]
+    fig = viz.beam_tree(BeamTree(nodes, texts, [0, 1, 3, 4], [(" Ein Hund", -0.35)]))
     best = next(t for t in fig.data if t.name == "best hypothesis")
     assert [v for v in best.x if v is not None] == [0, 1, 1, 2, 2, 3]
     finished = next(t for t in fig.data if t.name == "finished hypotheses")
     assert "hypothesis: Ein Hund" in finished.hovertext[0] and "score" in finished.hovertext[0]
     with pytest.raises(ValueError, match="parent 9"):
-        viz.beam_tree(nodes + [{**nodes[1], "id": 5, "parent": 9}], [0])
+        viz.beam_tree(BeamTree([*nodes, dataclasses.replace(nodes[1], id=5, parent=9)], [*texts, "x"], [0], []))
 
 
 # -- shapes ------------------------------------------------------------------------------------------

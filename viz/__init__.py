@@ -1,6 +1,10 @@
-"""Plotly figures of attention: arrays and tokens in, ``go.Figure`` (or a DataFrame / text) out.
+"""Plotly figures of attention: records (``model.records``) or arrays and tokens in, ``go.Figure``
+(or a DataFrame / text) out.
 
-No model and no Streamlit here, so every figure can be tested and reused from a notebook.
+No model and no Streamlit here, so every figure can be tested and reused from a notebook. The
+attention figures draw an ``AttentionView`` / ``MapView``, the step and beam figures a
+``StepView`` / ``BeamTree``, the word-order figure a ``WordOrder``: what ``model.analysis``
+computed, including which cells were hidden and why, is drawn and never worked out again.
 Arrays may be numpy or torch (converted with ``np.asarray`` after ``.detach().cpu()``); every
 function checks shapes and raises ``ValueError`` saying how to fix the call.
 
@@ -20,7 +24,6 @@ from viz.attention import (
     difference_heatmap,
     head_average,
     layer_average,
-    masked_cells,
     mosaic_tile,
 )
 from viz.export import attention_csv, attention_frame, figure_html
@@ -44,7 +47,6 @@ __all__ = [
     "head_average",
     "head_stats",
     "layer_average",
-    "masked_cells",
     "mosaic_tile",
     "pe_curves",
     "pe_matrix",

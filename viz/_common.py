@@ -1,7 +1,9 @@
-"""Shared pieces of the figure builders: input checks, colours, masks and the mosaic grid.
+"""Shared pieces of the figure builders: input checks, colours, the colours of hidden cells and the mosaic grid.
 
 Private to ``viz/``: the public functions live in the other modules. Everything here takes numpy
 arrays (or anything ``np.asarray`` accepts, including CPU/GPU torch tensors) and never a model.
+Which cells are hidden, and why, is never worked out here: the records of ``model.records`` carry
+it (reason codes ``FUTURE``, ``HIDDEN``, ``WINDOW``, ``ABLATED`` with their hover texts ``REASONS``).
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-KINDS = ("enc_self", "dec_self", "cross")
-"""Attention kinds, as in ``model.transformer.KINDS``: encoder self, decoder causal self, cross."""
+from model.records import ABLATED, FUTURE, HIDDEN, KINDS, REASON_NAMES, VISIBLE, WINDOW
 
 # -- colours: one scale for every attention map, so a colour means the same weight everywhere ---------
 ATTENTION_COLORSCALE = [  # white (0) -> deep blue (1), ColorBrewer "Blues"
@@ -42,20 +43,13 @@ DIVERGING_COLORSCALE = [  # blue (negative) - white (0) - red (positive), ColorB
     [0.9, "#b2182b"],
     [1.0, "#67001f"],
 ]
-MASK_COLORS = {  # cells a query could not see: warm greys, clearly not the near-white of weight 0
-    "future": "#b8b2a7",
-    "hidden": "#a39e93",
-    "window": "#cdc7bc",
-    "masked": "#b8b2a7",
-    "ablated": "#7f7a70",
+MASK_COLORS = {  # cells a query could not see, per reason code: warm greys, clearly not the near-white of weight 0
+    FUTURE: "#b8b2a7",
+    HIDDEN: "#a39e93",
+    WINDOW: "#cdc7bc",
+    ABLATED: "#7f7a70",
 }
-MASK_REASONS = {
-    "future": "masked: a later token (the causal mask hides the future)",
-    "hidden": "masked: this source token is hidden (mask lab)",
-    "window": "masked: outside the local attention window",
-    "masked": "masked: this key was not allowed",
-    "ablated": "head ablated: its output is zeroed, so it attends to nothing",
-}
+GREY_ORDER = (FUTURE, WINDOW, HIDDEN, ABLATED)  # one grey trace per reason, in this order
 HIGHLIGHT = "#e6550d"  # chosen candidate, best beam path
 MUTED = "#9ecae1"  # other candidates
 FONT = dict(family="Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif", size=12)
@@ -318,91 +312,40 @@ def token_labels(shown: Sequence[str]) -> tuple[list[str], list[str]]:
     return [f"{esc(t)} (pos {i})" for i, t in enumerate(shown)], [esc(short(t)) for t in shown]
 
 
-# -- masks ---------------------------------------------------------------------------------------
-def mask_reasons(
-    kind: str,
-    n_q: int,
-    n_k: int,
-    *,
-    causal: bool = True,
-    window: int | None = None,
-    hidden: Iterable[int] = (),
-) -> np.ndarray:
-    """Why each cell of a ``(n_q, n_k)`` map was not allowed: an object array of reason names or "".
-
-    Mirrors ``model.transformer``: the causal mask (dec_self, key > query), the local window
-    (self kinds, |query - key| >= window) and hidden source tokens (enc_self and cross keys).
-    """
-    reasons = np.full((n_q, n_k), "", dtype=object)
-    q = np.arange(n_q)[:, None]  # (Q, 1)
-    k = np.arange(n_k)[None, :]  # (1, K)
-    if kind in ("enc_self", "dec_self") and window is not None:
-        reasons[np.broadcast_to(np.abs(q - k) >= window, (n_q, n_k))] = "window"
-    if kind == "dec_self" and causal:
-        reasons[np.broadcast_to(k > q, (n_q, n_k))] = "future"
-    if kind in ("enc_self", "cross"):
-        cols = [int(i) for i in hidden if 0 <= int(i) < n_k]
-        reasons[:, cols] = "hidden"
-    return reasons
-
-
-def cell_reasons(kind: str, n_q: int, n_k: int, *, masked, interventions: dict | None, causal: bool | None) -> np.ndarray:
-    """Why each cell of a ``(n_q, n_k)`` map is grey (object array of reason names, "" = drawn).
-
-    ``masked`` (bool ``(n_q, n_k)``, True = not allowed) wins over ``interventions`` (the dict of
-    ``model.analysis.iv_dict``: keys causal, window, src_hidden, ablate); ``causal`` overrides the
-    dict's causal flag. Without either, dec_self maps get the causal mask.
+# -- hidden cells ---------------------------------------------------------------------------------------
+def check_reasons(reasons, n_q: int, n_k: int) -> np.ndarray:
+    """``reasons`` (the record's reason codes) as an int8 ``(n_q, n_k)`` array.
 
     Raises:
-        ValueError: for a mask of the wrong shape.
+        ValueError: for another shape or an unknown code.
     """
-    iv = interventions or {}
-    if masked is not None:
-        m = np.asarray(masked, dtype=bool)
-        if m.shape != (n_q, n_k):
-            raise ValueError(f"masked must be a bool array of shape ({n_q}, {n_k}) (queries x keys), got {m.shape}")
-        reasons = np.where(m, "masked", "").astype(object)
-        if kind == "dec_self":
-            reasons[m & (np.arange(n_k)[None, :] > np.arange(n_q)[:, None])] = "future"
-        return reasons
-    c = iv.get("causal", True) if causal is None else causal
-    return mask_reasons(kind, n_q, n_k, causal=bool(c), window=iv.get("window"), hidden=iv.get("src_hidden", ()))
+    r = np.asarray(reasons)
+    if r.shape != (n_q, n_k):
+        raise ValueError(
+            f"reasons has shape {r.shape} but the map is ({n_q}, {n_k}) (queries x keys): build the view with "
+            "model.records (Analysis.view, attention_view, trace_view)"
+        )
+    bad = set(np.unique(r).tolist()) - {VISIBLE, *REASON_NAMES}
+    if bad:
+        raise ValueError(
+            f"reasons holds unknown codes {sorted(bad)}; use model.records' VISIBLE, FUTURE, HIDDEN, WINDOW, ABLATED"
+        )
+    return r.astype(np.int8, copy=False)
 
 
-def ablated_heads(kind: str, ablated: Iterable, interventions: dict | None) -> set[tuple[int, int]]:
-    """(layer, head) pairs, 0-based, ablated in ``kind``: ``ablated`` plus the dict's ``ablate`` entries."""
-    out = {(int(l), int(h)) for l, h in (ablated or ())}
-    for k, l, h in (interventions or {}).get("ablate", ()):
-        if k == kind:
-            out.add((int(l), int(h)))
-    return out
-
-
-def resolve_masks(
-    kind: str,
-    n_layers: int,
-    n_heads: int,
-    n_q: int,
-    n_k: int,
-    *,
-    masked,
-    interventions: dict | None,
-    causal: bool | None,
-    ablated: Iterable,
-) -> tuple[np.ndarray, set[tuple[int, int]]]:
-    """``cell_reasons`` and ``ablated_heads`` for a ``(n_layers, n_heads, n_q, n_k)`` stack.
+def check_ablated(ablated, n_layers: int, n_heads: int) -> frozenset[tuple[int, int]]:
+    """``ablated`` (layer, head) pairs, 0-based, as a frozenset.
 
     Raises:
-        ValueError: for a mask of the wrong shape or an ablated head out of range.
+        ValueError: for a head out of range.
     """
-    reasons = cell_reasons(kind, n_q, n_k, masked=masked, interventions=interventions, causal=causal)
-    abl = ablated_heads(kind, ablated, interventions)
-    for l, h in abl:
+    out = frozenset((int(l), int(h)) for l, h in ablated)
+    for l, h in sorted(out):
         if not (0 <= l < n_layers and 0 <= h < n_heads):
             raise ValueError(
                 f"ablated head (layer {l}, head {h}) is out of range for {n_layers} layers x {n_heads} heads (both count from 0)"
             )
-    return reasons, abl
+    return out
 
 
 # -- mosaic grid -----------------------------------------------------------------------------------

@@ -1,36 +1,41 @@
 """Attention maps: every (layer, head) as one tiled heatmap, one head zoomed, and before/after differences.
 
+The figures draw the records of ``model.records``: ``attention_mosaic`` an ``AttentionView``
+(``Analysis.view(kind)``), ``attention_heatmap`` a ``MapView`` (``view.map(layer, head)``).
+
 Conventions (shared with ``model.analysis``):
 
 * shapes: enc_self ``(L, H, S, S)``, dec_self ``(L, H, T, T)``, cross ``(L, H, T, S)``; a single
   map is ``(Q, K)``: rows are queries, columns keys, row 0 on top.
 * decoder rows: the decoder is fed ``[<bos>, y_1 .. y_n]`` and predicts ``[y_1 .. y_n, <eos>]``;
-  row t is the query at input token t that predicted token t + 1. Pass the decoder inputs as
-  ``q_tokens`` and the predictions as ``predicted``: rows are labelled ``"<bos> → ▁Ein"``.
-* weights are drawn on one fixed 0–1 colour scale. Cells a query was not allowed to see (the
-  causal mask's future, hidden source tokens, outside a local window) are drawn grey, never as
-  weight 0; so are heads that were ablated. A softmax row sums to 1 over the allowed keys
-  (Vaswani et al. 2017, eq. 1).
+  row t is the query at input token t that predicted token t + 1. The views carry the decoder
+  inputs as ``q_tokens`` and the predictions as ``predicted``: rows are labelled ``"<bos> → ▁Ein"``.
+* weights are drawn on one fixed 0–1 colour scale. Cells the view's ``reasons`` mark as hidden
+  (the causal mask's future, hidden source tokens, outside a local window) are drawn grey, never
+  as weight 0; so are the view's ablated heads. Nothing here decides which cells are hidden: the
+  view says so. A softmax row sums to 1 over the allowed keys (Vaswani et al. 2017, eq. 1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 
+from model.records import ABLATED, KIND_NAMES, REASON_NAMES, REASONS, VISIBLE, AttentionView, MapView
+from model.records import head_average as head_average
+from model.records import layer_average as layer_average
 from viz._common import (
     ATTENTION_COLORSCALE,
     COLORBAR,
+    GREY_ORDER,
     MASK_COLORS,
-    MASK_REASONS,
-    ablated_heads,
     as_array,
     base_layout,
-    cell_reasons,
+    check_ablated,
     check_kind,
+    check_reasons,
     check_square,
     check_tokens,
     diverging_colors,
@@ -38,9 +43,7 @@ from viz._common import (
     gap_for,
     heatmap_axes,
     heatmap_margins,
-    mask_reasons,
     mosaic_axis,
-    resolve_masks,
     short,
     tick_style,
     tile,
@@ -51,67 +54,11 @@ from viz._common import (
 )
 from viz.tokens import display
 
-KIND_TITLES = {
-    "enc_self": "Encoder self-attention",
-    "dec_self": "Decoder causal self-attention",
-    "cross": "Cross-attention (decoder → encoder)",
-}
 KIND_EXPLAIN = {
     "enc_self": "each source token (row) mixes in the source tokens (columns) it attends to",
     "dec_self": "each target position (row) sees only itself and earlier tokens (grey: masked future)",
     "cross": "each target position (row) looks at the source sentence (columns) to choose the next word",
 }
-
-
-def masked_cells(
-    kind: str, n_q: int, n_k: int, *, causal: bool = True, window: int | None = None, hidden: Iterable[int] = ()
-) -> np.ndarray:
-    """Bool ``(n_q, n_k)``: True where the model did not let the query see the key.
-
-    Same rules as ``model.transformer``: dec_self hides keys after the query when ``causal``
-    (section 3.2.3); a local ``window`` hides |query - key| >= window in self-attention;
-    ``hidden`` source positions are hidden keys of enc_self and cross.
-
-    Raises:
-        ValueError: for an unknown ``kind``.
-    """
-    check_kind(kind)
-    return mask_reasons(kind, n_q, n_k, causal=causal, window=window, hidden=hidden) != ""
-
-
-def layer_average(attn) -> np.ndarray:
-    """Mean over heads for each layer: ``(L, H, Q, K) -> (L, Q, K)``.
-
-    Heads whose map is all zero (ablated heads: ``model.transformer`` reports zeros for them) are
-    left out, so each row of the average still sums to 1 over the allowed keys; a layer with every
-    head ablated averages to zeros.
-
-    Raises:
-        ValueError: if ``attn`` is not 4-D or holds NaN.
-    """
-    a = as_array(attn, "attn", 4)  # (L, H, Q, K)
-    live = np.abs(a).reshape(a.shape[0], a.shape[1], -1).max(axis=2) > 0  # (L, H)
-    n = np.maximum(live.sum(axis=1), 1).astype(np.float32)  # (L,)
-    return (a * live[:, :, None, None]).sum(axis=1) / n[:, None, None]  # (L, Q, K)
-
-
-def head_average(attn, layer: int | None = None) -> np.ndarray:
-    """Mean over heads: ``(H, Q, K) -> (Q, K)``; for ``(L, H, Q, K)`` the heads of ``layer``
-    (0-based), or of every layer when ``layer`` is None. All-zero (ablated) heads are left out.
-
-    Raises:
-        ValueError: for other shapes or a layer out of range.
-    """
-    a = as_array(attn, "attn", (3, 4))
-    if a.ndim == 3:
-        if layer is not None:
-            raise ValueError("layer is only for a (L, H, Q, K) array; this one is (H, Q, K)")
-        return layer_average(a[None])[0]
-    if layer is None:
-        return layer_average(a.reshape(1, -1, *a.shape[2:]))[0]  # (L, H, Q, K) -> (1, L*H, Q, K)
-    if not 0 <= layer < a.shape[0]:
-        raise ValueError(f"layer {layer} is out of range: the array has {a.shape[0]} layers (count from 0)")
-    return layer_average(a[layer : layer + 1])[0]
 
 
 # -- labels ---------------------------------------------------------------------------------------
@@ -127,7 +74,7 @@ class _Labels:
     y_title: str
 
 
-def _labels(kind: str | None, q_tokens, k_tokens, predicted, n_q: int, n_k: int) -> _Labels:
+def _labels(kind: str, q_tokens, k_tokens, predicted, n_q: int, n_k: int) -> _Labels:
     q = display(check_tokens(q_tokens, "q_tokens", n_q, "the map's query axis (rows)"))
     k = display(check_tokens(k_tokens, "k_tokens", n_k, "the map's key axis (columns)"))
     p = None
@@ -146,18 +93,17 @@ def _labels(kind: str | None, q_tokens, k_tokens, predicted, n_q: int, n_k: int)
         x_title, y_title = f"key ({src})", f"query ({src})"
     elif kind == "dec_self":
         x_title, y_title = "key (target token)", f"query ({tgt})"
-    elif kind == "cross":
+    else:  # cross
         x_title, y_title = f"key ({src})", f"query ({tgt})"
-    else:
-        x_title, y_title = "key", "query" + (" (→ predicts)" if p else "")
     return _Labels(q_hover, k_hover, q_tick, k_tick, x_title, y_title)
 
 
-def _mask_trace(sel: np.ndarray, reason: str, x, y, hovertemplate: str | None, customdata=None) -> dict:
+def _mask_trace(sel: np.ndarray, reason: int, x, y, hovertemplate: str | None, customdata=None) -> dict:
     """A flat grey heatmap over the cells in ``sel`` (NaN elsewhere): masked cells are not weight 0.
 
-    A trace dict (``type="heatmap"``) for ``go.Figure(data=...)``: a ``go.Heatmap`` object would be
-    validated twice, once made and once copied into the figure."""
+    ``reason`` is a reason code of ``model.records``. A trace dict (``type="heatmap"``) for
+    ``go.Figure(data=...)``: a ``go.Heatmap`` object would be validated twice, once made and once
+    copied into the figure."""
     z = np.where(sel, np.float32(1), np.float32(np.nan)).astype(np.float32)
     color = MASK_COLORS[reason]
     kw = dict(hoverinfo="skip") if hovertemplate is None else dict(hovertemplate=hovertemplate, customdata=customdata)
@@ -171,7 +117,7 @@ def _mask_trace(sel: np.ndarray, reason: str, x, y, hovertemplate: str | None, c
         zmax=1,
         showscale=False,
         hoverongaps=False,
-        name=reason,
+        name=REASON_NAMES[reason],
         xgap=0,
         ygap=0,
         **kw,
@@ -185,43 +131,32 @@ def _cell_ticks(lab: _Labels, cell: float) -> tuple[dict, dict]:
     return x_ticks, y_ticks
 
 
+def _check_map(kind: str, x, name: str, ndim: int) -> np.ndarray:
+    """The view's weights as float32, checked: ``ndim``-D, not empty, square for self-attention."""
+    check_kind(kind)
+    a = as_array(x, name, ndim)
+    if 0 in a.shape:
+        axes = "(layers, heads, queries, keys)" if ndim == 4 else "(queries, keys)"
+        raise ValueError(f"{name} is empty (shape {a.shape}); expected {axes}")
+    check_square(kind, *a.shape[-2:])
+    return a
+
+
 # -- the mosaic -----------------------------------------------------------------------------------
-def attention_mosaic(
-    attn,
-    q_tokens: Sequence[str],
-    k_tokens: Sequence[str],
-    *,
-    kind: str,
-    predicted: Sequence[str] | None = None,
-    title: str | None = None,
-    ablated: Iterable[tuple[int, int]] = frozenset(),
-    interventions: dict | None = None,
-    masked=None,
-    causal: bool | None = None,
-    head_names: Sequence[str] | None = None,
-    token_ticks: bool | None = None,
-    height: int | None = None,
-) -> go.Figure:
+def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Figure:
     """Every (layer, head) map of one kind, tiled into ONE heatmap: rows = layers, columns = heads.
 
     One trace draws fast (a slider move redraws ~0.4 s for 72 maps, against ~3.5 s for 72 charts):
     tiles are separated by NaN gutters (``hoverongaps=False``) and share one 0–1 colour axis.
-    Cells the query could not see are drawn grey by a second heatmap (one per reason), never as
-    weight 0; ablated heads are grey and labelled. Hover: layer, head, query, key, weight.
+    Cells the view marks hidden (``view.reasons``) are drawn grey by a second heatmap (one per
+    reason), never as weight 0; the view's ablated heads are grey and labelled. Token tick labels
+    appear when the cells are big enough. Hover: layer, head, query, key, weight (or why grey).
 
     Args:
-        attn: ``(L, H, Q, K)`` post-softmax weights (numpy or torch), e.g. ``Maps.cross``.
-        q_tokens: Q query tokens (decoder inputs for dec_self/cross); k_tokens: K key tokens.
-        kind: "enc_self", "dec_self" or "cross" (titles, axis names and the causal mask).
-        predicted: for decoder kinds, the Q tokens each row predicted (``Analysis.tgt_out_tokens``).
-        ablated: (layer, head) pairs, 0-based, drawn as ablated.
-        interventions: the dict of ``model.analysis.iv_dict`` (``Analysis.interventions``): its
-            causal flag, window, hidden source tokens and ablated heads of this kind are drawn.
-        masked: bool ``(Q, K)``, True = not allowed; overrides ``interventions``' masks.
-        causal: overrides the causal flag (default: True, or ``interventions["causal"]``).
-        head_names: names of the H columns (e.g. ``["mean"]`` for ``layer_average(a)[:, None]``).
-        token_ticks: token tick labels on the axes; default: when the cells are big enough.
-        height: figure height in px; default from the number of rows.
+        view: ``AttentionView`` (``Analysis.view(kind)``, ``trace_view``, ``view.layer_means()``):
+            ``attn (L, H, Q, K)`` post-softmax weights (numpy or torch), its tokens, reasons
+            ``(Q, K)``, ablated heads and optional head names.
+        title: figure title; None: a default naming the kind; "": none.
 
     Returns:
         A figure whose ``layout.meta`` is ``{"L", "H", "Q", "K", "gap", "kind", "ablated"}``: tile
@@ -230,18 +165,18 @@ def attention_mosaic(
 
     Raises:
         ValueError: wrong dimensions, token counts that do not match the array, a non-square
-            self-attention map, NaN weights, an unknown kind, an ablated head out of range.
+            self-attention map, NaN weights, an unknown kind, reasons of the wrong shape, an
+            ablated head out of range.
     """
-    check_kind(kind)
-    a = as_array(attn, "attn", 4)  # (L, H, Q, K)
+    kind = view.kind
+    a = _check_map(kind, view.attn, "attn", 4)  # (L, H, Q, K)
     L, H, Q, K = a.shape
-    if 0 in a.shape:
-        raise ValueError(f"attn is empty (shape {a.shape}); expected (layers, heads, queries, keys)")
-    check_square(kind, Q, K)
-    lab = _labels(kind, q_tokens, k_tokens, predicted, Q, K)
+    lab = _labels(kind, view.q_tokens, view.k_tokens, view.predicted, Q, K)
+    head_names = view.head_names
     if head_names is not None and len(head_names) != H:
         raise ValueError(f"head_names has {len(head_names)} names but attn has {H} heads")
-    reasons, abl = resolve_masks(kind, L, H, Q, K, masked=masked, interventions=interventions, causal=causal, ablated=ablated)
+    reasons = check_reasons(view.reasons, Q, K)
+    abl = check_ablated(view.ablated, L, H)
 
     # geometry: cell size from an assumed ~900 px plot width, gutter tall enough for the tile labels
     gap = gap_for(max(Q, K))
@@ -250,19 +185,18 @@ def attention_mosaic(
     gap = max(gap, int(np.ceil(15 / cell)))
     n_cols, n_rows = H * K + (H - 1) * gap, L * Q + (L - 1) * gap
     cell = float(np.clip(900 / n_cols, 5, 30))
-    ticks = token_ticks if token_ticks is not None else cell >= 8
+    ticks = cell >= 8
 
     z = tile(a, gap)  # (n_rows, n_cols), NaN gutters
-    why = np.full(z.shape, "", dtype=object)  # reason a cell is grey, per mosaic cell
+    why = np.zeros(z.shape, dtype=np.int8)  # reason code per mosaic cell (VISIBLE: drawn)
     cd_type = np.uint8 if max(L, H) < 256 else np.uint16
     cd = np.zeros((*z.shape, 2), dtype=cd_type)  # (n_rows, n_cols, [layer, head]) 1-based, for hover
     for l in range(L):
         for h in range(H):
             y0, x0 = tile_origin(l, h, Q, K, gap)
-            why[y0 : y0 + Q, x0 : x0 + K] = "ablated" if (l, h) in abl else reasons
+            why[y0 : y0 + Q, x0 : x0 + K] = ABLATED if (l, h) in abl else reasons
             cd[y0 : y0 + Q, x0 : x0 + K] = (l + 1, h + 1)
-    grey = why != ""
-    z[grey] = np.nan
+    z[why != VISIBLE] = np.nan
 
     y = mosaic_axis([lab.q_hover] * L, gap)
     x = mosaic_axis([lab.k_hover] * H, gap)
@@ -284,10 +218,10 @@ def attention_mosaic(
             name="attention",
         )
     ]
-    for reason in ("future", "window", "hidden", "masked", "ablated"):
+    for reason in GREY_ORDER:
         sel = why == reason
         if sel.any():
-            traces.append(_mask_trace(sel, reason, x, y, head + f"<i>{MASK_REASONS[reason]}</i><extra></extra>", cd))
+            traces.append(_mask_trace(sel, reason, x, y, head + f"<i>{REASONS[reason]}</i><extra></extra>", cd))
 
     # ticks: token labels for each layer's rows and each head's columns, else "layer l" / "head h"
     rows_at = [tile_origin(l, 0, Q, K, gap)[0] + i for l in range(L) for i in range(Q)]
@@ -315,7 +249,7 @@ def attention_mosaic(
 
     # the whole layout as one dict, handed to go.Figure once: every update_layout / update_xaxes call
     # re-walks plotly's property tree, which took ~3/4 of the time to build a mosaic
-    kind_title = KIND_TITLES[kind] + " · every layer (rows) × head (columns)"
+    kind_title = KIND_NAMES[kind] + " · every layer (rows) × head (columns)"
     top = 85 if title is None or title else 45
     xaxis, yaxis = heatmap_axes(lab.x_title, lab.y_title, xaxis_ticks, yaxis_ticks, zeroline=False)
     layout = base_layout(
@@ -325,7 +259,7 @@ def attention_mosaic(
         ),
         annotations=annotations,
         shapes=[frames],
-        height=height or int(n_rows * cell + top + (120 if ticks else 50)),
+        height=int(n_rows * cell + top + (120 if ticks else 50)),
         meta={"L": L, "H": H, "Q": Q, "K": K, "gap": gap, "kind": kind, "ablated": sorted([list(p) for p in abl])},
         hovermode="closest",
         margin=heatmap_margins(xaxis_ticks, yaxis_ticks, top=top),
@@ -352,79 +286,49 @@ def mosaic_tile(fig: go.Figure, layer: int, head: int) -> np.ndarray:
 
 
 # -- one map zoomed ------------------------------------------------------------------------------
-def attention_heatmap(
-    w,
-    q_tokens: Sequence[str],
-    k_tokens: Sequence[str],
-    *,
-    title: str | None,
-    kind: str,
-    predicted: Sequence[str] | None = None,
-    zmax: float = 1.0,
-    show_values: bool = False,
-    masked=None,
-    interventions: dict | None = None,
-    causal: bool | None = None,
-    layer: int | None = None,
-    head: int | None = None,
-    ablated: bool = False,
-    height: int | None = None,
-) -> go.Figure:
+def attention_heatmap(view: MapView, *, title: str | None = None) -> go.Figure:
     """One head (or a head average) zoomed in, tokens on both axes, row 0 on top.
 
     Axes are integer positions with the tokens as tick text, so a repeated token keeps its own row
-    and column. Masked cells are grey (not weight 0). Invisible ``go.Scatter`` markers sit at every
-    cell centre with ``customdata = [query, key]`` (0-based): clicks on a heatmap do not reach
+    and column. Cells the view marks hidden (``view.reasons``; all of them for an ablated head) are
+    grey, not weight 0. Invisible ``go.Scatter`` markers sit at every cell centre with
+    ``customdata = [query, key]`` (0-based): clicks on a heatmap do not reach
     ``st.plotly_chart(on_select=...)`` (streamlit issue 8760) but clicks on them do. ``data[-1]``
     (name "cells") holds the drawn cells, row-major, with the weight in ``marker.color``; each grey
     reason has its own trace before it (name "cells: future", ...). They carry the hover — query and
     key (position and tick text), weight or why the cell is grey — with no text per cell.
 
     Args:
-        w: ``(Q, K)`` weights; q_tokens / k_tokens / kind / predicted / masked / interventions /
-            causal: as in ``attention_mosaic``.
+        view: ``MapView`` (``AttentionView.map(layer, head)``): ``w (Q, K)``, its tokens, reasons
+            ``(Q, K)``, and layer / head (0-based; head None: a head average) for hover and title.
         title: figure title (None: a default naming the kind, layer and head).
-        zmax: top of the colour scale (1.0 keeps every figure comparable; lower it for averages).
-        show_values: write each weight in its cell (readable up to ~20 tokens).
-        layer, head: 0-based, for the hover and default title; ``head=None`` means a head average.
-        ablated: draw the whole map as an ablated head (also automatic when ``interventions``
-            ablates (kind, layer, head)).
 
     Raises:
-        ValueError: as ``attention_mosaic``; also for ``zmax <= 0``.
+        ValueError: as ``attention_mosaic``.
     """
-    check_kind(kind)
-    m = as_array(w, "w", 2)  # (Q, K)
+    kind, layer, head = view.kind, view.layer, view.head
+    m = _check_map(kind, view.w, "w", 2)  # (Q, K)
     Q, K = m.shape
-    if 0 in m.shape:
-        raise ValueError(f"w is empty (shape {m.shape}); expected (queries, keys)")
-    check_square(kind, Q, K)
-    if not zmax > 0:
-        raise ValueError(f"zmax must be > 0, got {zmax}")
-    lab = _labels(kind, q_tokens, k_tokens, predicted, Q, K)
-    reasons = cell_reasons(kind, Q, K, masked=masked, interventions=interventions, causal=causal)
-    if ablated or (layer is not None and head is not None and (layer, head) in ablated_heads(kind, (), interventions)):
-        reasons = np.full((Q, K), "ablated", dtype=object)
-    grey = reasons != ""
-    z = np.where(grey, np.float32(np.nan), m).astype(np.float32)
+    lab = _labels(kind, view.q_tokens, view.k_tokens, view.predicted, Q, K)
+    reasons = check_reasons(view.reasons, Q, K)
+    z = np.where(reasons != VISIBLE, np.float32(np.nan), m).astype(np.float32)
 
     who = "head average" if head is None else f"head {head + 1}"
     who = f"layer {layer + 1}, {who}" if layer is not None else ("" if head is None else who)
     cell = float(np.clip(640 / max(Q, K), 12, 44))
-    heat = dict(
-        type="heatmap",
-        z=z,
-        x=np.arange(K),
-        y=np.arange(Q),
-        **weight_colors(zmax=zmax),
-        hoverinfo="skip",
-        hoverongaps=False,
-        name="attention",
-    )
-    if show_values:
-        heat.update(texttemplate="%{z:.2f}", textfont=dict(size=int(np.clip(cell * 0.32, 7, 12))))
-    traces = [heat]
-    for reason in ("future", "window", "hidden", "masked", "ablated"):
+    traces = [
+        dict(
+            type="heatmap",
+            z=z,
+            x=np.arange(K),
+            y=np.arange(Q),
+            **weight_colors(),
+            hoverinfo="skip",
+            hoverongaps=False,
+            name="attention",
+        )
+    ]
+    for reason in GREY_ORDER:
         sel = reasons == reason
         if sel.any():
             traces.append(_mask_trace(sel, reason, np.arange(K), np.arange(Q), None))
@@ -435,8 +339,10 @@ def attention_heatmap(
     hover_head = f"<b>{who}</b><br>" if who else ""
     where = hover_head + "query %{customdata[0]}: %{y}<br>key %{customdata[1]}: %{x}<br>"
     marker = dict(size=max(6, cell * 0.8), opacity=0, symbol="square")
-    for reason in ("future", "window", "hidden", "masked", "ablated", ""):
+    for reason in (*GREY_ORDER, VISIBLE):
         qs, ks = np.nonzero(reasons == reason)  # (n,) each, row-major
+        if reason != VISIBLE and not len(qs):
+            continue  # a reason no cell has: no trace (the drawn cells always get one, last)
         traces.append(
             dict(
                 type="scatter",
@@ -446,30 +352,28 @@ def attention_heatmap(
                 # an Int16Array, which JSON-encodes to {"0": q, "1": k} instead of [q, k]
                 customdata=np.stack([qs, ks], axis=1).tolist(),
                 mode="markers",
-                marker=dict(marker, color=m[qs, ks]) if not reason else marker,
+                marker=dict(marker, color=m[qs, ks]) if reason == VISIBLE else marker,
                 selected=dict(marker=dict(opacity=0)),  # a selected cell stays invisible (no coloured square)
                 unselected=dict(marker=dict(opacity=0)),
                 hovertemplate=where
-                + (f"<i>{MASK_REASONS[reason]}</i>" if reason else "weight %{marker.color:.3f}")
+                + (f"<i>{REASONS[reason]}</i>" if reason != VISIBLE else "weight %{marker.color:.3f}")
                 + "<extra></extra>",
                 showlegend=False,
-                name=f"cells: {reason}" if reason else "cells",
+                name="cells" if reason == VISIBLE else f"cells: {REASON_NAMES[reason]}",
             )
         )
-        if reason and not len(qs):
-            traces.pop()  # a reason no cell has: no trace (the drawn cells always get one, last)
-    default_title = KIND_TITLES[kind] + (f" · {who}" if who else "") + f"<br><sup>{KIND_EXPLAIN[kind]}</sup>"
+    default_title = KIND_NAMES[kind] + (f" · {who}" if who else "") + f"<br><sup>{KIND_EXPLAIN[kind]}</sup>"
     top = 80
     x_ticks, y_ticks = _cell_ticks(lab, cell)
     xaxis, yaxis = heatmap_axes(lab.x_title, lab.y_title, x_ticks, y_ticks, shape=(Q, K), zeroline=False)
     layout = base_layout(
         title if title is not None else default_title,
-        height=height or int(Q * cell + top + 130),
+        height=int(Q * cell + top + 130),
         hovermode="closest",
         hoverdistance=-1,
         meta={"Q": Q, "K": K, "kind": kind},
         clickmode="event+select",
-        margin=heatmap_margins(x_ticks, y_ticks, top=top, cb_ticks=[f"{zmax * 0.8:.2g}"]),
+        margin=heatmap_margins(x_ticks, y_ticks, top=top),
         xaxis=xaxis,
         yaxis=yaxis,
     )
@@ -477,41 +381,32 @@ def attention_heatmap(
 
 
 # -- before / after ---------------------------------------------------------------------------------
-def difference_heatmap(
-    before,
-    after,
-    q_tokens: Sequence[str],
-    k_tokens: Sequence[str],
-    *,
-    title: str | None,
-    kind: str | None = None,
-    predicted: Sequence[str] | None = None,
-    height: int | None = None,
-) -> go.Figure:
+def difference_heatmap(before: MapView, after: MapView, *, title: str | None = None) -> go.Figure:
     """``after − before`` of one map, on a diverging scale centred on 0 (red: more attention after).
 
     The scale runs over ±max|after − before| (at least ±1e-6, so an unchanged map is all white,
-    not a division by zero). Hover gives query, key, before, after and the change.
+    not a division by zero). Hover gives query, key, before, after and the change. Rows and
+    columns are labelled with ``before``'s tokens.
 
     Args:
-        before, after: ``(Q, K)`` maps over the same tokens (e.g. without / with an intervention).
-        kind: optional, for axis titles; predicted: optional decoder predictions for row labels.
+        before, after: ``MapView`` of the same kind over the same tokens (e.g. without / with an
+            intervention, the changed model teacher-forced on the original output).
 
     Raises:
         ValueError: if the shapes differ (call it only when both runs have the same token
             sequences), or token counts do not match.
     """
-    b = as_array(before, "before", 2)
-    a = as_array(after, "after", 2)
-    if a.shape != b.shape:
+    kind = before.kind
+    b = as_array(before.w, "before", 2)
+    a = as_array(after.w, "after", 2)
+    if a.shape != b.shape or after.kind != kind:
         raise ValueError(
-            f"before has shape {b.shape} but after has {a.shape}: a difference needs the same queries and keys; "
-            "show the two maps side by side instead when the translations differ"
+            f"before is {kind} {b.shape} but after is {after.kind} {a.shape}: a difference needs the same kind, queries "
+            "and keys; show the two maps side by side instead when the translations differ"
         )
-    if kind is not None:
-        check_kind(kind)
+    check_kind(kind)
     Q, K = a.shape
-    lab = _labels(kind, q_tokens, k_tokens, predicted, Q, K)
+    lab = _labels(kind, before.q_tokens, before.k_tokens, before.predicted, Q, K)
     d = (a - b).astype(np.float32)  # (Q, K)
     r = max(float(np.abs(d).max()) if d.size else 0.0, 1e-6)
     cell = float(np.clip(640 / max(Q, K, 1), 12, 44))
@@ -532,7 +427,7 @@ def difference_heatmap(
         title
         if title is not None
         else "Change in attention (after − before)<br><sup>red: the query attends more to this key after the change; blue: less</sup>",
-        height=height or int(Q * cell + 210),
+        height=int(Q * cell + 210),
         meta={"Q": Q, "K": K, "range": r},
         margin=heatmap_margins(x_ticks, y_ticks, top=80, colorbar="after − before", cb_ticks=[f"−{r:.2g}"]),
         xaxis=xaxis,

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from model.records import WordOrder
 from viz._common import (
     AXIS_TITLE_SIZE,
     HIGHLIGHT,
@@ -217,7 +218,7 @@ def pe_similarity(pe, *, cosine: bool = True, title: str | None = None) -> go.Fi
     return go.Figure(data=[heat], layout=layout)
 
 
-def word_order_figure(demo: dict, *, title: str | None = None) -> go.Figure:
+def word_order_figure(demo: WordOrder, *, title: str | None = None) -> go.Figure:
     """Why the model needs positional encoding, from ``model.analysis.word_order_demo``.
 
     Sentence B uses the same pieces as sentence A in another order (``b_tokens[i] ==
@@ -227,32 +228,28 @@ def word_order_figure(demo: dict, *, title: str | None = None) -> go.Figure:
     and "Mary loves John" look the same to it), clearly above 0 with it.
 
     Args:
-        demo: ``{"a_tokens", "b_tokens", "perm", "pe_off": {"a", "b", "max_diff"}, "pe_on": {...}}``
-            with ``a``/``b`` the encoder outputs ``(S, d_model)``.
+        demo: ``WordOrder``: tokens of both sentences, ``perm``, and for PE off / on the
+            ``EncoderStates`` (encoder outputs ``a`` / ``b`` ``(S, d_model)``, ``max_diff``).
 
     Raises:
-        ValueError: if a key is missing, the arrays do not match the tokens, or ``perm`` is not a
-            permutation.
+        ValueError: if ``demo`` is not a ``WordOrder``, the arrays do not match the tokens, or
+            ``perm`` is not a permutation.
     """
-    need = ("a_tokens", "b_tokens", "perm", "pe_off", "pe_on")
-    missing = [k for k in need if k not in demo]
-    if missing:
-        raise ValueError(f"demo lacks {missing}; pass the dict returned by model.analysis.word_order_demo")
-    a_tok = check_tokens(demo["a_tokens"], "demo['a_tokens']")
-    b_tok = check_tokens(demo["b_tokens"], "demo['b_tokens']", len(a_tok), "demo['a_tokens']")
-    perm = [int(i) for i in demo["perm"]]
+    if not isinstance(demo, WordOrder):
+        raise ValueError(f"demo must be the WordOrder that model.analysis.word_order_demo returns, got {type(demo).__name__}")
+    a_tok = check_tokens(demo.a_tokens, "demo.a_tokens")
+    b_tok = check_tokens(demo.b_tokens, "demo.b_tokens", len(a_tok), "demo.a_tokens")
+    perm = [int(i) for i in demo.perm]
     S = len(a_tok)
     if sorted(perm) != list(range(S)):
-        raise ValueError(f"demo['perm'] must be a permutation of 0..{S - 1}, got {perm}")
+        raise ValueError(f"demo.perm must be a permutation of 0..{S - 1}, got {perm}")
+    states = {"pe_off": demo.pe_off, "pe_on": demo.pe_on}
     dist = {}
-    for name in ("pe_off", "pe_on"):
-        part = demo[name]
-        if not isinstance(part, dict) or "a" not in part or "b" not in part:
-            raise ValueError(f"demo[{name!r}] must be a dict with encoder outputs 'a' and 'b' of shape (S, d_model)")
-        ea = as_array(part["a"], f"demo[{name!r}]['a']", 2)
-        eb = as_array(part["b"], f"demo[{name!r}]['b']", 2)
+    for name, part in states.items():
+        ea = as_array(part.a, f"demo.{name}.a", 2)
+        eb = as_array(part.b, f"demo.{name}.b", 2)
         if ea.shape != eb.shape or ea.shape[0] != S:
-            raise ValueError(f"demo[{name!r}]: 'a' {ea.shape} and 'b' {eb.shape} must both be ({S}, d_model) for {S} tokens")
+            raise ValueError(f"demo.{name}: a {ea.shape} and b {eb.shape} must both be ({S}, d_model) for {S} tokens")
         dist[name] = np.linalg.norm(eb.astype(np.float64) - ea[perm].astype(np.float64), axis=1)  # (S,)
     shown_b = display(b_tok)
     shown_a = display(a_tok)
@@ -280,7 +277,7 @@ def word_order_figure(demo: dict, *, title: str | None = None) -> go.Figure:
                 cliponaxis=False,
                 hovertext=hover,
                 hoverinfo="text",
-                meta={"distance": d.tolist(), "max_diff": float(demo[name]["max_diff"]) if "max_diff" in demo[name] else None},
+                meta={"distance": d.tolist(), "max_diff": float(states[name].max_diff)},
             )
         )
     words = lambda toks: esc("".join(t for t in toks if t not in ("<bos>", "<eos>", "<pad>")).strip())  # noqa: E731

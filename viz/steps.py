@@ -1,4 +1,5 @@
-"""Token-by-token decoding: next-token candidates, the new query's attention, and the beam-search tree."""
+"""Token-by-token decoding: next-token candidates (a ``StepView``), the new query's attention, and the
+beam-search tree (a ``BeamTree``); the records come from ``model.analysis``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from model.records import BeamTree, StepView, head_average
 from viz._common import (
     ATTENTION_COLORSCALE,
     FONT,
@@ -27,32 +29,27 @@ from viz._common import (
     token_labels,
     weight_colors,
 )
-from viz.attention import head_average
 from viz.tokens import display
 
 
-def candidates_bar(
-    candidates: Sequence[tuple[str, int, float]],
-    chosen_id: int,
-    *,
-    title: str | None = None,
-    forced: bool = False,
-) -> go.Figure:
-    """The top-k next-token candidates as horizontal bars (best on top), probabilities on a 0–1 axis.
+def candidates_bar(step: StepView, *, title: str | None = None) -> go.Figure:
+    """The top-k next-token candidates of one decoding step as horizontal bars (best on top),
+    probabilities on a 0–1 axis.
 
-    The chosen token is highlighted; if it is not among the candidates (sampled or forced from
-    outside the top k) a note says so.
+    The chosen token (``step.chosen``) is highlighted, and marked when the user forced it
+    (``step.forced``); if it is not among the candidates (sampled or forced from outside the top k)
+    a note says so.
 
     Args:
-        candidates: ``(piece text, compact id, probability)``, best first (``StepView.candidates``).
-        chosen_id: compact id of the token appended at this step.
-        forced: the chosen token was forced by the user (marked on its bar).
+        step: ``StepView`` (``model.analysis.step_trace``); its ``candidates`` are
+            ``(piece text, compact id, probability)``, best first.
 
     Raises:
-        ValueError: if ``candidates`` is empty or malformed, or a probability is outside [0, 1].
+        ValueError: if the candidates are empty or malformed, or a probability is outside [0, 1].
     """
+    candidates, chosen_id, forced = step.candidates, step.chosen, step.forced
     if not candidates:
-        raise ValueError("candidates is empty: pass StepView.candidates, a list of (piece text, id, probability)")
+        raise ValueError("the step's candidates are empty: pass a StepView of model.analysis.step_trace (k >= 1)")
     rows = []
     for c in candidates:
         if len(c) != 3 or not isinstance(c[0], str):
@@ -130,13 +127,12 @@ def step_attention(
     title: str | None,
     query: str | None = None,
     layer: int | None = None,
-    show_mean: bool = True,
     key_title: str = "key",
 ) -> go.Figure:
     """The new query's attention over the keys at one decoding step.
 
     ``row (K,)`` (one head or an average) is drawn as bars on a 0–1 axis; ``row (H, K)`` as a
-    heatmap with one row per head (plus the head average below when ``show_mean``), on the same
+    heatmap with one row per head (plus the head average below, for H > 1), on the same
     0–1 colour scale as every attention map. Hover: head, key token and position, weight.
 
     Args:
@@ -190,7 +186,7 @@ def step_attention(
         H = r.shape[0]
         z = r
         names = [f"head {h + 1}" for h in range(H)]
-        if show_mean and H > 1:
+        if H > 1:
             mean = head_average(r[:, None, :])  # (H, 1, K) -> (1, K); ablated (all-zero) heads left out
             z = np.concatenate([r, np.full((1, K), np.nan, np.float32), mean], axis=0)  # (H + 2, K)
             names += ["\u2002", "mean of heads"]
@@ -232,9 +228,6 @@ def step_attention(
 
 
 # -- beam search -----------------------------------------------------------------------------------
-_NODE_KEYS = ("id", "parent", "token", "step", "logprob", "finished")
-
-
 def _tree_layout(children: dict[int, list[int]], root: int) -> dict[int, float]:
     """y of every node: leaves get consecutive rows in depth-first order, a parent sits at the mean
     of its children (an iterative tidy-tree layout; no recursion limit on long beams)."""
@@ -255,33 +248,30 @@ def _tree_layout(children: dict[int, list[int]], root: int) -> dict[int, float]:
     return y
 
 
-def beam_tree(nodes: Sequence[dict], best_path: Sequence[int], *, title: str | None = None) -> go.Figure:
+def beam_tree(beam: BeamTree, *, title: str | None = None) -> go.Figure:
     """The beam-search tree: x = output step, one line per expansion, best hypothesis highlighted.
 
     Args:
-        nodes: dicts ``{id, parent, token, step, logprob, finished, score, text}`` as in
-            ``Analysis.beam["nodes"]`` (root: parent -1, step -1); ``text`` is the piece's text.
-        best_path: node ids from the root to the best hypothesis's end.
+        beam: ``BeamTree`` (``Analysis.beam``): its nodes (root: parent -1, step -1), their piece
+            texts and ``best_path``, the node ids from the root to the best hypothesis's end.
 
     Hover shows the hypothesis so far, its cumulative log-probability (natural log) and, for
     finished hypotheses, the length-normalised score (Wu et al. 2016, eq. 14).
 
     Raises:
-        ValueError: if ``nodes`` is empty, a node lacks a key, a parent is unknown, or
-            ``best_path`` names an unknown node.
+        ValueError: if there are no nodes, a parent is unknown, or ``best_path`` names an unknown node.
     """
+    nodes, best_path = beam.nodes, beam.best_path
     if not nodes:
-        raise ValueError("nodes is empty: pass Analysis.beam['nodes'] (beam search settings only)")
-    by_id: dict[int, dict] = {}
-    for n in nodes:
-        missing = [k for k in _NODE_KEYS if k not in n]
-        if missing:
-            raise ValueError(f"beam node {n!r} lacks {missing}; expected keys {list(_NODE_KEYS) + ['score', 'text']}")
-        by_id[int(n["id"])] = n
+        raise ValueError("the beam has no nodes: pass Analysis.beam (beam search settings only)")
+    if len(beam.texts) != len(nodes):
+        raise ValueError(f"the beam has {len(nodes)} nodes but {len(beam.texts)} texts: pass one text per node")
+    by_id = {int(n.id): n for n in nodes}
+    text = {int(n.id): t for n, t in zip(nodes, beam.texts, strict=True)}
     children: dict[int, list[int]] = {}
     roots = []
     for nid, n in by_id.items():
-        p = int(n["parent"])
+        p = int(n.parent)
         if p == -1:
             roots.append(nid)
         elif p not in by_id:
@@ -295,17 +285,13 @@ def beam_tree(nodes: Sequence[dict], best_path: Sequence[int], *, title: str | N
         raise ValueError(f"best_path names nodes {bad} that are not in nodes")
     root = roots[0]
     y = _tree_layout(children, root)
-    x = {nid: int(n["step"]) + 1 for nid, n in by_id.items()}  # root (step -1) at 0
-
-    def text_of(nid: int) -> str:
-        t = by_id[nid].get("text")
-        return str(t) if t is not None else str(by_id[nid]["token"])
+    x = {nid: int(n.step) + 1 for nid, n in by_id.items()}  # root (step -1) at 0
 
     prefix: dict[int, str] = {root: ""}
     order = [root]
     for nid in order:  # breadth-first: parents before children
         for c in children.get(nid, []):
-            t = text_of(c)
+            t = text[c]
             prefix[c] = prefix[nid] + ("" if t in ("<eos>", "<pad>") else t)
             order.append(c)
 
@@ -313,7 +299,7 @@ def beam_tree(nodes: Sequence[dict], best_path: Sequence[int], *, title: str | N
     best_edges = set(zip(best[:-1], best[1:], strict=False))
     ex, ey, bx, by = [], [], [], []
     for nid in order[1:]:
-        p = int(by_id[nid]["parent"])
+        p = int(by_id[nid].parent)
         xs, ys = (bx, by) if (p, nid) in best_edges else (ex, ey)
         xs += [x[p], x[nid], None]
         ys += [y[p], y[nid], None]
@@ -323,16 +309,16 @@ def beam_tree(nodes: Sequence[dict], best_path: Sequence[int], *, title: str | N
     ]
     best_set = set(best)
     for finished in (False, True):
-        ids = [nid for nid in order if bool(by_id[nid]["finished"]) == finished]
+        ids = [nid for nid in order if bool(by_id[nid].finished) == finished]
         if not ids:
             continue
         hover = []
         for nid in ids:
             n = by_id[nid]
-            s = f"<b>{esc(display([text_of(nid)])[0])}</b> (step {int(n['step']) + 1})<br>hypothesis: {esc(prefix[nid].strip()) or '∅'}"
-            s += f"<br>log p = {float(n['logprob']):.3f}"
-            if n.get("score") is not None:
-                s += f"<br>score (length-normalised) = {float(n['score']):.3f}"
+            s = f"<b>{esc(display([text[nid]])[0])}</b> (step {int(n.step) + 1})<br>hypothesis: {esc(prefix[nid].strip()) or '∅'}"
+            s += f"<br>log p = {float(n.logprob):.3f}"
+            if n.score is not None:
+                s += f"<br>score (length-normalised) = {float(n.score):.3f}"
             if nid in best_set:
                 s += "<br><i>on the best path</i>"
             hover.append(s)
@@ -341,7 +327,7 @@ def beam_tree(nodes: Sequence[dict], best_path: Sequence[int], *, title: str | N
                 x=[x[i] for i in ids],
                 y=[y[i] for i in ids],
                 mode="markers+text",
-                text=[esc(short(display([text_of(i)])[0], 12)) for i in ids],
+                text=[esc(short(display([text[i]])[0], 12)) for i in ids],
                 textposition="middle right",
                 textfont=dict(size=10, color=["#111" if i in best_set else "#777" for i in ids]),
                 marker=dict(
