@@ -16,16 +16,17 @@ redraw: a slider moved by one notch with the keyboard (focus + ArrowLeft/ArrowRi
     - step view: the "Step" slider of "Step through generation" (step maps + mosaics so far, a fragment).
 memory: peak resident set size (``VmHWM`` in ``/proc/PID/status``) of the server after the
     cold start and after 10 different sentences analysed and drawn in the Attention view.
-view switch: a click on the "View" radio to the last chart change (the first chart view of a
-    session also loads and compiles plotly.js in the browser).
+view switch: a click on a page's link in the navigation (``/attention``, ``/steps``) to the last
+    chart change (the first chart view of a session also loads and compiles plotly.js in the browser).
 payload: bytes of websocket frames the browser receives per action (first page, view switch,
     slider move, new sentence). ``bench_payload.py`` gives the figure JSON alone per view.
 Each redraw also reports when the browser sent the input (its websocket ``send``) and when the
 last websocket message arrived: input → last reply is mostly the server (a rerun, or a fragment
 rerun), the rest is drawing in the browser.
 
-Sliders are found by role and label at run time (``get_by_role("slider", name=...)``); views by
-the "View" radio's option labels. Targets: cold start <= 5 s, redraw <= 0.3 s.
+Sliders are found by role and label at run time (``get_by_role("slider", name=...)``); pages by their
+navigation links (the link whose href holds the page's URL path). The first page is opened at
+``/?model=...``, which the app moves to ``/translate``. Targets: cold start <= 5 s, redraw <= 0.3 s.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"]
 COLD_TARGET_S = 5.0
 REDRAW_TARGET_S = 0.3
 QUIET_MS = 800  # no chart change for this long = redraw finished
-VIEW_LABELS = {"attention": "Attention", "steps": "Step through generation", "translate": "Translate"}
+NAV_LINK_IDS = ("stTopNavLink", "stTopNavDropdownLink", "stSidebarNavLink")  # top bar, its overflow menu, sidebar
 
 # Installed in every page before its scripts run: remembers the last keydown and the last DOM
 # change inside a plotly chart, on the page's own clock.
@@ -171,10 +172,10 @@ class Page:
         )
 
     def open_view(self, view: str) -> dict:
-        """Click a view of the "View" radio; returns {ms: click -> last chart change, bytes}."""
+        """Click the navigation link of the page at ``/view``; returns {ms: click -> last chart change, bytes}."""
         self.wait_quiet()
         n0, b0 = self.state()["n"], self.received
-        self.page.get_by_role("radio", name=VIEW_LABELS[view], exact=True).click(force=True)
+        nav_link(self.page, view).click(force=True)
         s = self.wait_quiet(after_n=n0 if view != "translate" else None)
         return {"ms": s["last"] - s["key"], "bytes": self.received - b0}
 
@@ -192,6 +193,11 @@ class Page:
             "server_ms": s["msg"] - s["key"],
             "bytes": self.received - b0,
         }
+
+
+def nav_link(page, path: str):
+    """The navigation menu's link to the page at ``/path`` (e.g. "steps")."""
+    return page.locator(", ".join(f'a[data-testid={t}][href*="/{path}"]' for t in NAV_LINK_IDS)).first
 
 
 def slider(page, label: str):

@@ -1,10 +1,12 @@
 """The Streamlit app run headless with ``streamlit.testing.v1.AppTest``.
 
-Each view, each slider/toggle/button changed, with no exception; and the figures the app hands to the
-browser (read back from the chart protos as JSON) hold the model's real numbers: heatmap rows sum to 1,
-masked cells are not drawn as weights, axis labels are the tokens, a tile of a mosaic is the head it
-claims to be. Runs on the small ``reverse`` checkpoint (fast); one test opens the default ``en-de``.
-Skips when the checkpoints are missing.
+Each page (opened with ``AppTest.switch_page("ui/pages/<page>.py")``), each slider/toggle/button
+changed, with no exception; and the figures the app hands to the browser (read back from the chart
+protos as JSON) hold the model's real numbers: heatmap rows sum to 1, masked cells are not drawn as
+weights, axis labels are the tokens, a tile of a mosaic is the head it claims to be. The URL keeps
+short keys (``kind=cross``, ``method=beam``), and links of the single-page app (``?view=Attention&
+kind=Cross-attention``) still open their page. Runs on the small ``reverse`` checkpoint (fast); some
+tests open the default ``en-de``. Skips when the checkpoints are missing.
 """
 
 from __future__ import annotations
@@ -34,9 +36,12 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from model.analysis import DecodeSettings, analyze, step_trace  # noqa: E402
 from model.checkpoint import load_checkpoint  # noqa: E402
+from model.records import KIND_NAMES  # noqa: E402
+from ui import catalog, state  # noqa: E402
 from viz.tokens import display  # noqa: E402
 
 SENTENCE = " a b c d e"
+PAGES = [p.path for p in catalog.PAGES]
 
 
 @pytest.fixture(autouse=True)
@@ -49,17 +54,27 @@ def rev():
     return load_checkpoint(REVERSE, device="cpu")
 
 
-def run_app(**params) -> AppTest:
-    """Run app.py once with these URL query parameters (model defaults to reverse) and check it did not fail."""
-    import app
-
+def open_url(**params) -> AppTest:
+    """Run app.py once on the root URL with these query parameters (model defaults to reverse)."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     params.setdefault("model", "reverse")
-    labels = {"view": app.VIEWS, "kind": app.KIND_NAMES, "method": app.METHODS}  # the URL holds a radio's label
     for k, v in params.items():
-        at.query_params[k] = labels[k][v] if k in labels else str(v)
+        at.query_params[k] = str(v)
     at.run()
     return ok(at)
+
+
+def run_app(page: str = "translate", **params) -> AppTest:
+    """Open ``page`` (``ui/pages/<page>.py``) with these URL query parameters (short keys), and check it did not fail."""
+    at = open_url(**params)
+    if page != "translate":  # the root URL opens Translate
+        at.switch_page(f"ui/pages/{page}.py").run()
+    return ok(at)
+
+
+def on_page(at: AppTest, page: str) -> bool:
+    """Whether ``at`` shows ``page``: each page explains itself in one caption of its own."""
+    return catalog.PAGE_BY_PATH[page].teaches in [c.value for c in at.caption]
 
 
 def ok(at: AppTest) -> AppTest:
@@ -132,13 +147,10 @@ def tick_matches(ticks: list[str], tokens: list[str]) -> bool:
 # -- every view -------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("view", ["translate", "attention", "steps", "pe", "masks", "stats", "shapes"])
-def test_every_view_runs_and_explains_itself(view):
-    at = run_app(sentence=SENTENCE, view=view)
-    assert at.radio(key="view").value == view
-    import app
-
-    assert app.TEACHES[view] in [c.value for c in at.caption], "no 'what this view teaches' caption"
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_runs_and_explains_itself(page):
+    at = run_app(page, sentence=SENTENCE)
+    assert on_page(at, page), "no 'what this page teaches' caption"
     assert at.get("plotly_chart") or at.get("dataframe")
     assert at.get("download_button"), "no export on this view"
 
@@ -157,12 +169,10 @@ def test_default_model_opens_on_en_de():
 def test_switching_model_starts_over_with_its_own_example():
     if not (MODELS / "en-de" / "config.json").exists():
         pytest.skip("pretrained/en-de is not trained yet")
-    import app
-
-    at = run_app(sentence=" x y z", view="steps", step=2)
+    at = run_app("steps", sentence=" x y z", step=2)
     at.selectbox(key="model").set_value("en-de").run()
     ok(at)
-    assert at.text_input(key="sentence").value == app.EXAMPLES["translate"][0]
+    assert at.text_input(key="sentence").value == catalog.EXAMPLES["translate"][0]
     assert at.select_slider(key="step").value == 1
 
 
@@ -171,9 +181,7 @@ def test_layer_slider_spans_the_layers_of_the_kind_shown():
     and encoder layer 5 becomes decoder layer 2 when the kind changes (no dead slider range)."""
     if not (MODELS / "en-de" / "config.json").exists():
         pytest.skip("pretrained/en-de is not trained yet")
-    import app
-
-    at = run_app(model="en-de", sentence="A dog runs.", view="attention", kind="enc_self")
+    at = run_app("attention", model="en-de", sentence="A dog runs.", kind="enc_self")
     from model.checkpoint import load_checkpoint
 
     cfg = load_checkpoint(MODELS / "en-de", "cpu").model.cfg
@@ -184,13 +192,16 @@ def test_layer_slider_spans_the_layers_of_the_kind_shown():
     ok(at)
     assert not at.warning, [w.value for w in at.warning]
     assert (at.slider(key="layer").value, at.slider(key="layer").max) == (cfg.n_dec_layers, cfg.n_dec_layers)
-    assert chart(at, f"{app.KIND_NAMES['cross']}, layer {cfg.n_dec_layers}")
+    assert chart(at, f"{KIND_NAMES['cross']}, layer {cfg.n_dec_layers}")
 
 
 def test_model_picker_lists_checkpoint_folders():
     at = run_app(sentence=SENTENCE)
     expected = sorted(p.name for p in MODELS.iterdir() if (p / "config.json").is_file())
-    assert sorted(at.selectbox(key="model").options) == expected
+    options = at.selectbox(key="model").options
+    assert sorted(options) == expected
+    first = [m for m in state.MODEL_ORDER if m in options]
+    assert options[: len(first)] == first, "en-de, en-de-captions, reverse come first, in this order"
 
 
 # -- Translate -------------------------------------------------------------------------------------------------------
@@ -265,10 +276,8 @@ def test_decoding_settings(method, changes):
 
 
 def test_json_export_is_the_whole_analysis(rev):
-    import app
-
     a = analyze(rev.model, rev.tokenizer, SENTENCE, DecodeSettings("beam"))
-    data = json.loads(app.analysis_json(a))
+    data = json.loads(state.analysis_json(a))
     assert data["translation"] == a.translation
     L, H = rev.model.cfg.n_enc_layers, rev.model.cfg.n_heads
     assert np.asarray(data["attention"]["enc_self"]).shape == (L, H, len(a.source.ids), len(a.source.ids))
@@ -280,7 +289,7 @@ def test_json_export_is_the_whole_analysis(rev):
 
 @pytest.mark.parametrize("kind", ["enc_self", "dec_self", "cross"])
 def test_mosaic_tiles_are_the_models_maps(rev, kind):
-    at = run_app(sentence=SENTENCE, view="attention", kind=kind)
+    at = run_app("attention", sentence=SENTENCE, kind=kind)
     a = analyze(rev.model, rev.tokenizer, SENTENCE)
     attn = {"enc_self": a.maps.enc_self, "dec_self": a.maps.dec_self, "cross": a.maps.cross}[kind]
     fig = [c for c in charts(at) if c["layout"].get("meta", {}).get("gap") is not None and c["layout"]["meta"]["H"] > 1][0]
@@ -305,7 +314,7 @@ def test_mosaic_tiles_are_the_models_maps(rev, kind):
 
 @pytest.mark.parametrize("kind", ["enc_self", "dec_self", "cross"])
 def test_zoom_follows_layer_and_head(rev, kind):
-    at = run_app(sentence=SENTENCE, view="attention", kind=kind)
+    at = run_app("attention", sentence=SENTENCE, kind=kind)
     a = analyze(rev.model, rev.tokenizer, SENTENCE)
     attn = {"enc_self": a.maps.enc_self, "dec_self": a.maps.dec_self, "cross": a.maps.cross}[kind]
     at.slider(key="layer").set_value(1).run()
@@ -333,7 +342,7 @@ def test_zoom_follows_layer_and_head(rev, kind):
 
 
 def test_all_three_kinds_at_once():
-    at = run_app(sentence=SENTENCE, view="attention")
+    at = run_app("attention", sentence=SENTENCE)
     n = len(charts(at))
     at.toggle(key="all_kinds").set_value(True).run()
     ok(at)
@@ -343,7 +352,7 @@ def test_all_three_kinds_at_once():
 
 
 def test_layer_means_toggle_draws_each_layers_mean_over_heads(rev):
-    at = run_app(sentence=SENTENCE, view="attention", kind="cross")
+    at = run_app("attention", sentence=SENTENCE, kind="cross")
     assert not [c for c in charts(at) if "per layer" in c["layout"].get("title", {}).get("text", "")]
     at.toggle(key="layer_means").set_value(True).run()
     ok(at)
@@ -361,7 +370,7 @@ def cross_so_far(at: AppTest) -> dict:
 
 
 def test_step_slider_buttons_and_play(rev):
-    at = run_app(sentence=SENTENCE, view="steps")
+    at = run_app("steps", sentence=SENTENCE)
     assert at.select_slider(key="step").value == 1  # steps count from 1, like "Step 1 of n"
     at.toggle(key="steps_all_heads").set_value(True).run()
     assert cross_so_far(at)["layout"]["meta"]["Q"] == 1
@@ -390,7 +399,7 @@ def test_step_slider_buttons_and_play(rev):
 
 
 def test_step_layer_head_pickers():
-    at = run_app(sentence=SENTENCE, view="steps", step=3)
+    at = run_app("steps", sentence=SENTENCE, step=3)
     for layer, head in [(1, "1"), (2, "2"), (2, "mean")]:
         at.slider(key="layer").set_value(layer).run()
         at.select_slider(key="head").set_value(head).run()
@@ -400,7 +409,7 @@ def test_step_layer_head_pickers():
 
 
 def test_forcing_a_candidate_changes_the_rest(rev):
-    at = run_app(sentence=SENTENCE, view="steps", step=2)  # the second step: t = 1
+    at = run_app("steps", sentence=SENTENCE, step=2)  # the second step: t = 1
     a = analyze(rev.model, rev.tokenizer, SENTENCE)
     free = step_trace(rev.model, rev.tokenizer, a.source.ids, k=8)
     other = [c for c in free[1].candidates if c[1] != free[1].chosen][2]  # the third-best other candidate at step 1
@@ -424,7 +433,7 @@ def test_forcing_a_candidate_changes_the_rest(rev):
 
 
 def test_reference_translation_compares_forced_and_free(rev):
-    at = run_app(sentence=SENTENCE, view="steps")
+    at = run_app("steps", sentence=SENTENCE)
     at.text_input(key="reference").set_value(" e d c b a").run()
     ok(at)
     forced = chart(at, "Teacher-forced reference")
@@ -439,7 +448,7 @@ def test_reference_translation_compares_forced_and_free(rev):
 
 
 def test_beam_settings_show_the_tree_on_the_step_view():
-    at = run_app(sentence=SENTENCE, view="steps", method="beam")
+    at = run_app("steps", sentence=SENTENCE, method="beam")
     assert any("Beam search has no single next token" in i.value for i in at.info)
     assert "Beam search tree" in [s.value for s in at.subheader]
 
@@ -448,7 +457,7 @@ def test_beam_settings_show_the_tree_on_the_step_view():
 
 
 def test_hiding_every_source_token_draws_no_nan_weight(rev):
-    at = run_app(sentence=SENTENCE, view="masks")
+    at = run_app("masks", sentence=SENTENCE)
     ms = at.multiselect(key="hide")
     ms.set_value(list(range(len(ms.options)))).run()  # set_value takes the values (positions), not the labels
     ok(at)
@@ -461,7 +470,7 @@ def test_hiding_every_source_token_draws_no_nan_weight(rev):
 
 
 def test_every_head_ablated_still_translates(rev):
-    at = run_app(sentence=SENTENCE, view="masks")
+    at = run_app("masks", sentence=SENTENCE)
     cfg = rev.model.cfg
     for kind in ("enc_self", "dec_self", "cross"):
         n_layers = cfg.n_enc_layers if kind == "enc_self" else cfg.n_dec_layers
@@ -486,7 +495,7 @@ def test_every_head_ablated_still_translates(rev):
 )
 @pytest.mark.parametrize("kind", ["enc_self", "dec_self", "cross"])
 def test_mask_lab_controls(widget, key, value, kind):
-    at = run_app(sentence=SENTENCE, view="masks")
+    at = run_app("masks", sentence=SENTENCE)
     at.radio(key="mask_kind").set_value(kind).run()
     getattr(at, widget)(key=key).set_value(value).run()
     ok(at)
@@ -506,7 +515,7 @@ def test_mask_lab_controls(widget, key, value, kind):
 
 
 def test_mask_lab_marks_changed_output_tokens():
-    at = run_app(sentence=SENTENCE, view="masks")
+    at = run_app("masks", sentence=SENTENCE)
     ms = at.multiselect(key="hide")
     ms.set_value([0, 1]).run()
     ok(at)
@@ -521,7 +530,7 @@ def test_mask_lab_marks_changed_output_tokens():
 
 
 def test_positional_encoding_view(rev):
-    at = run_app(view="pe")
+    at = run_app("positional")
     at.slider(key="pe_n").set_value(20).run()
     at.multiselect(key="pe_dims").set_value([0, 1, 6]).run()
     ok(at)
@@ -535,7 +544,7 @@ def test_positional_encoding_view(rev):
 
 
 def test_head_statistics_table(rev):
-    at = run_app(sentence=SENTENCE, view="stats")
+    at = run_app("stats", sentence=SENTENCE)
     df = at.dataframe[0].value
     cfg = rev.model.cfg
     assert len(df) == (cfg.n_enc_layers + 2 * cfg.n_dec_layers) * cfg.n_heads
@@ -544,7 +553,7 @@ def test_head_statistics_table(rev):
 
 
 def test_shapes_view_uses_this_models_numbers(rev):
-    at = run_app(sentence=SENTENCE, view="shapes")
+    at = run_app("shapes", sentence=SENTENCE)
     cfg = rev.model.cfg
     numbers = {r["name"]: r["value"] for r in at.dataframe[1].value.to_dict("records")}
     assert (numbers["d_model"], numbers["n_heads"], numbers["d_head"], numbers["vocab"]) == (
@@ -560,13 +569,129 @@ def test_shapes_view_uses_this_models_numbers(rev):
 # -- the URL -------------------------------------------------------------------------------------------------------
 
 
-def test_url_restores_sentence_view_layer_head_step():
-    at = run_app(sentence=" q r s t", view="steps", layer=1, head=2, step=3)
+def test_url_restores_sentence_page_layer_head_step():
+    at = run_app("steps", sentence=" q r s t", layer=1, head=2, step=3)
     assert at.text_input(key="sentence").value == " q r s t"
-    assert at.radio(key="view").value == "steps"
+    assert on_page(at, "steps")
     assert at.slider(key="layer").value == 1
     assert at.select_slider(key="head").value == "2"
     assert at.select_slider(key="step").value == 3
     assert "layer 1, head 2" in chart(at, "Cross-attention of the new query")["layout"]["title"]["text"]
     at.select_slider(key="step").set_value(2).run()
     assert at.query_params["step"] == "2"
+
+
+def test_url_keeps_short_keys_not_labels():
+    at = run_app("attention", sentence=SENTENCE)
+    assert "kind" not in at.query_params and "method" not in at.query_params, "defaults stay out of the URL"
+    at.radio(key="kind").set_value("dec_self").run()
+    ok(at)
+    assert at.query_params["kind"] == "dec_self"
+    at.radio(key="method").set_value("sample").run()
+    ok(at)
+    assert (at.query_params["method"], at.query_params["kind"]) == ("sample", "dec_self")
+    at.radio(key="kind").set_value("cross").run()
+    ok(at)
+    assert "kind" not in at.query_params
+
+
+def test_short_keys_in_the_url_open_those_settings():
+    at = run_app("attention", sentence=SENTENCE, kind="enc_self", method="beam")
+    assert (at.radio(key="kind").value, at.radio(key="method").value) == ("enc_self", "beam")
+    assert chart(at, f"{KIND_NAMES['enc_self']}, layer")
+    assert (at.query_params["kind"], at.query_params["method"]) == ("enc_self", "beam")
+
+
+def test_old_link_with_labels_opens_the_attention_page_with_kind_cross():
+    at = open_url(view="Attention", kind="Cross-attention", method="Beam search", sentence=SENTENCE)
+    assert on_page(at, "attention")
+    assert at.radio(key="kind").value == "cross"
+    assert at.radio(key="method").value == "beam"
+    assert at.text_input(key="sentence").value == SENTENCE
+    assert chart(at, f"{KIND_NAMES['cross']}, layer")
+    assert "view" not in at.query_params
+    assert at.query_params["method"] == "beam", "the label became its short key"
+    assert at.query_params.get("kind") in (None, "cross"), "cross is the default kind: no parameter needed"
+
+
+@pytest.mark.parametrize(
+    ("params", "page"),
+    [
+        ({"view": "attention", "kind": "enc_self"}, "attention"),
+        ({"view": "Attention", "kind": "Decoder causal self-attention"}, "attention"),
+        ({"view": "steps", "step": "3", "layer": "1", "head": "2"}, "steps"),
+        ({"view": "Step through generation", "step": "3"}, "steps"),
+        ({"view": "pe"}, "positional"),
+        ({"view": "Mask lab"}, "masks"),
+        ({"view": "stats"}, "stats"),
+        ({"view": "Shapes"}, "shapes"),
+        ({"view": "Translate", "method": "Sampling"}, "translate"),
+        ({"view": "no such view"}, "translate"),
+    ],
+)
+def test_old_links_open_their_page_and_settings(params, page):
+    at = open_url(sentence=SENTENCE, **params)
+    assert on_page(at, page)
+    assert "view" not in at.query_params
+    if "kind" in params:
+        assert at.radio(key="kind").value == catalog.choice_key("kind", params["kind"])
+        assert at.query_params["kind"] == at.radio(key="kind").value
+    if "method" in params:
+        assert at.query_params["method"] == at.radio(key="method").value == "sample"
+    if "step" in params:
+        assert at.select_slider(key="step").value == int(params["step"])
+    if "head" in params:
+        assert (at.slider(key="layer").value, at.select_slider(key="head").value) == (1, "2")
+
+
+def test_old_link_rule_maps_every_old_view():
+    old = {"translate": "translate", "attention": "attention", "steps": "steps", "pe": "positional"}
+    old |= {"masks": "masks", "stats": "stats", "shapes": "shapes"}
+    for view, page in old.items():
+        spec, params = catalog.old_link({"view": view, "kind": "Cross-attention", "method": "beam", "sentence": "Hi."})
+        assert spec.path == page
+        assert params == {"kind": "cross", "method": "beam", "sentence": "Hi."}
+    for spec in catalog.PAGES:  # the labels of the old "View" radio are the page titles
+        assert catalog.old_link({"view": spec.title})[0] == spec
+    assert catalog.old_link({"view": "x", "kind": "nonsense"}) == (None, {})
+
+
+# -- model choice ------------------------------------------------------------------------------------------------------
+
+
+def test_model_order_and_what_the_model_knows(tmp_path, monkeypatch):
+    for name in ("reverse", "zz-other", "en-de-captions", "en-de"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+    (tmp_path / "not-a-checkpoint").mkdir()
+    monkeypatch.setattr(state, "MODELS_DIR", tmp_path)
+    assert state.available_models() == ["en-de", "en-de-captions", "reverse", "zz-other"]
+    limits = "Short everyday sentences, picture descriptions and chat turns; long or technical text comes out wrong."
+    (tmp_path / "en-de" / "metrics.json").write_text(json.dumps({"card": {"limits": limits}}))
+    (tmp_path / "reverse" / "metrics.json").write_text(json.dumps({"card": {"limits": 3}}))
+    assert state.model_limits(str(tmp_path / "en-de")) == limits
+    assert state.model_limits(str(tmp_path / "reverse")) is None
+    assert state.model_limits(str(tmp_path / "en-de-captions")) is None
+
+
+def test_examples_start_with_everyday_sentences():
+    ex = catalog.EXAMPLES["translate"]
+    assert ex[:4] == ["I love you.", "How are you today?", "Where do you live?", "Attention is all you need."]
+    animal = "The animal didn't cross the street because it was too "
+    assert ex[4:6] == [animal + "tired.", animal + "wide."]
+    assert "A dog jumps over a green fence." in ex[6:], "the caption examples follow"
+
+
+def test_the_model_card_line_sits_under_the_picker(tmp_path, monkeypatch):
+    """metrics.json "card" -> "limits" is shown as one caption under the model picker."""
+    limits = "Letters only; it writes them backwards."
+    (tmp_path / "reverse").mkdir()
+    for f in REVERSE.iterdir():
+        if f.is_file() and f.name != "metrics.json":
+            (tmp_path / "reverse" / f.name).symlink_to(f)
+    metrics = json.loads((REVERSE / "metrics.json").read_text()) if (REVERSE / "metrics.json").exists() else {}
+    (tmp_path / "reverse" / "metrics.json").write_text(json.dumps({**metrics, "card": {"limits": limits}}))
+    monkeypatch.setattr(state, "MODELS_DIR", tmp_path)
+    at = run_app(sentence=SENTENCE)
+    assert at.selectbox(key="model").options == ["reverse"]
+    assert limits in [c.value for c in at.sidebar.caption]

@@ -1,9 +1,10 @@
 """The running app in a real browser: Debian chromium driven by Playwright.
 
-Starts ``streamlit run app.py`` on a free port, types a sentence, waits for the translation, moves the
-step slider and checks that the heatmap and the output change, with no exception on the page. Saves
-screenshots under tests/artifacts/ (git-ignored). Skips with a reason when chromium, Playwright or a
-checkpoint is missing. Never runs ``playwright install``: it uses /usr/bin/chromium.
+Starts ``streamlit run app.py`` on a free port, types a sentence, waits for the translation, opens the
+step page from the navigation, moves the step slider and checks that the heatmap and the output change,
+with no exception on the page; opens every page by its URL path (/translate, /attention, ...) and a
+link of the single-page app (``/?view=Attention&kind=...``). Saves screenshots under tests/artifacts/
+(git-ignored). Skips with a reason when chromium, Playwright or a checkpoint is missing. Never runs ``playwright install``: it uses /usr/bin/chromium.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from ui import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -137,6 +140,20 @@ def _screenshot(page: Page, name: str) -> None:
     page.set_viewport_size(size)
 
 
+def _nav_link(page: Page, path: str):
+    """The navigation menu's link to the page at ``/path`` (top bar, its overflow menu, or the sidebar)."""
+    links = "[data-testid=stTopNavLink], [data-testid=stTopNavDropdownLink], [data-testid=stSidebarNavLink]"
+    return page.locator(links).filter(has_text=catalog.PAGE_BY_PATH[path].title).first
+
+
+def _path(page: Page) -> str:
+    return urllib.parse.urlparse(page.url).path
+
+
+def _params(page: Page) -> dict[str, str]:
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlparse(page.url).query))
+
+
 def _wait_rows(page: Page, key: str, rows: int) -> None:
     """Until the mosaic ``key`` shows ``rows`` query rows (fails after the page timeout)."""
     page.wait_for_function(
@@ -153,6 +170,7 @@ def test_type_translate_and_step(page: Page, app_url: str):
     page.goto(f"{app_url}/?model={MODEL}")
     expect(page.locator(".translation").first).to_be_visible()
     _wait_idle(page)
+    assert _path(page) == "/translate", "the root URL opens Translate at its own path"
     before = _translation(page)
     assert before, "no translation shown"
 
@@ -166,8 +184,11 @@ def test_type_translate_and_step(page: Page, app_url: str):
     assert "sentence=" in page.url, "the sentence is not in the URL"
     _screenshot(page, "browser-translate.png")
 
-    page.get_by_text("Step through generation", exact=True).click()
+    _nav_link(page, "steps").click()
     _wait_idle(page)
+    assert _path(page) == "/steps"
+    assert _params(page).get("sentence") == first, "the sentence is not in the URL after a page switch"
+    expect(page.locator(".st-key-sentence input")).to_have_value(first)
     page.get_by_text("Every layer and head so far").click()  # the mosaics of every layer and head up to this step
     _wait_idle(page)
     expect(page.locator("[data-testid=stPlotlyChart] .hm").first).to_be_visible()
@@ -191,7 +212,7 @@ def test_type_translate_and_step(page: Page, app_url: str):
     expect(page.locator("[data-testid=stException]")).to_have_count(0)
     _screenshot(page, "browser-steps.png")
 
-    # A shared link restores sentence, view and step.
+    # A shared link restores sentence, page and step.
     page.goto(page.url)
     _wait_idle(page)
     expect(page.locator(".output-so-far").first).to_be_visible()
@@ -203,9 +224,8 @@ def test_type_translate_and_step(page: Page, app_url: str):
 def test_click_a_zoom_cell_shows_that_querys_row(page: Page, app_url: str):
     """A click on a cell of the zoomed heatmap selects (query, key) and draws that query's row in every head."""
     first, _ = SENTENCES
-    # the URL holds a radio's label
-    query = urllib.parse.urlencode({"model": MODEL, "view": "Attention", "kind": "Encoder self-attention", "sentence": first})
-    page.goto(f"{app_url}/?{query}")
+    query = urllib.parse.urlencode({"model": MODEL, "kind": "enc_self", "sentence": first})
+    page.goto(f"{app_url}/attention?{query}")
     _wait_idle(page)
     gd = page.locator(".st-key-zoom .js-plotly-plot")
     expect(gd).to_be_visible()
@@ -226,3 +246,35 @@ def test_click_a_zoom_cell_shows_that_querys_row(page: Page, app_url: str):
     expect(page.locator(".st-key-zoom_row .js-plotly-plot")).to_be_visible()
     expect(page.locator("[data-testid=stException]")).to_have_count(0)
     _screenshot(page, "browser-zoom-click.png")
+
+
+@pytest.mark.parametrize("path", [p.path for p in catalog.PAGES])
+def test_every_page_opens_by_its_url_path(page: Page, app_url: str, path: str):
+    first, _ = SENTENCES
+    query = urllib.parse.urlencode({"model": MODEL, "sentence": first})
+    page.goto(f"{app_url}/{path}?{query}")
+    _wait_idle(page)
+    expect(page.get_by_text(catalog.PAGE_BY_PATH[path].teaches[:30])).to_be_visible()
+    expect(page.locator("[data-testid=stPlotlyChart], [data-testid=stDataFrame]").first).to_be_visible()
+    expect(page.locator("[data-testid=stException]")).to_have_count(0)
+    assert _path(page) == f"/{path}"
+    assert _params(page).get("sentence") == first
+    _screenshot(page, f"browser-page-{path}.png")
+
+
+def test_old_single_page_link_opens_its_page(page: Page, app_url: str):
+    """A link of the single-page app, with labels as values, opens the page at its path with short keys."""
+    first, _ = SENTENCES
+    query = urllib.parse.urlencode(
+        {"model": MODEL, "view": "Attention", "kind": "Encoder self-attention", "method": "Beam search", "sentence": first}
+    )
+    page.goto(f"{app_url}/?{query}")
+    _wait_idle(page)
+    expect(page.locator(".st-key-zoom .js-plotly-plot")).to_be_visible()
+    _wait_idle(page)
+    assert _path(page) == "/attention"
+    params = _params(page)
+    assert (params.get("kind"), params.get("method"), params.get("sentence")) == ("enc_self", "beam", first)
+    assert "view" not in params
+    expect(page.get_by_role("radio", name="Encoder self-attention", exact=True)).to_be_checked()
+    expect(page.locator("[data-testid=stException]")).to_have_count(0)

@@ -1,0 +1,143 @@
+"""What the app offers, as data: its pages, decoding methods, example sentences, and how links of the
+single-page app (``/?view=Attention&kind=Cross-attention``) map to today's pages and short keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from model.records import KIND_NAMES
+from ui import keys
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    """One page: its URL path (``/attention``), file, menu title and what it teaches."""
+
+    path: str  # URL path and file name under ui/pages/
+    title: str
+    teaches: str  # one caption under the source box: the idea this page shows
+    old_view: str  # its key in single-page links: ?view=<old_view>
+
+    @property
+    def file(self) -> str:
+        """The page script, relative to app.py."""
+        return f"ui/pages/{self.path}.py"
+
+
+PAGES = (
+    PageSpec(
+        "translate",
+        "Translate",
+        "What the model reads and writes. Text is cut into sub-word pieces (tiktoken cl100k pieces, renumbered "
+        "into this model's small vocabulary); the encoder reads the source pieces plus <eos>, and the decoder writes the "
+        "output one piece at a time, from the target-language part of the vocabulary, until it emits <eos>. Greedy takes "
+        "the most probable piece at each step, beam search keeps several partial outputs and picks the best-scoring one, "
+        "sampling draws at random.",
+        "translate",
+    ),
+    PageSpec(
+        "attention",
+        "Attention",
+        "Each tile is one head's attention weights softmax(QKᵀ/√d_head) (paper eq. 1): a row is a query token, "
+        "the columns are the keys it reads, and every row sums to 1. Encoder self-attention mixes the source; decoder "
+        "self-attention is causal, so a token sees only itself and earlier outputs (the grey triangle is masked); "
+        "cross-attention is where each output step looks in the source, often close to a word alignment.",
+        "attention",
+    ),
+    PageSpec(
+        "steps",
+        "Step through generation",
+        "Decoding is a loop. At step t the decoder has read <bos> and the t pieces written so far; it gives a "
+        "probability to every piece it can write (the target vocabulary) and one is appended. Watch the new query's "
+        "cross-attention move along the source, and force another candidate to see how the rest of the output follows "
+        "from one choice.",
+        "steps",
+    ),
+    PageSpec(
+        "positional",
+        "Positional encoding",
+        "Attention itself ignores word order: without positional information, 'dog bites man' and 'man bites dog' give "
+        "the same vectors, only shuffled. The paper adds sine and cosine waves of geometrically growing wavelengths to "
+        "the embeddings (section 3.5), so every position gets its own pattern and nearby positions look alike.",
+        "pe",
+    ),
+    PageSpec(
+        "masks",
+        "Mask lab",
+        "Masks decide which keys a query may read. Hide source tokens, lift the causal mask, restrict self-attention "
+        "to a local window, sharpen or flatten the softmax with a temperature, or switch heads off, then compare output "
+        "and attention before and after. Nothing is retrained: same weights, a different forward pass.",
+        "masks",
+    ),
+    PageSpec(
+        "stats",
+        "Head statistics",
+        "Numbers that summarise each head: entropy (low = focused on a few keys, high = spread out), how far it looks, "
+        "and how much weight goes to the diagonal, the previous token, the first and the last token. Attention rollout "
+        "(Abnar & Zuidema 2020) multiplies the layers' head-averaged maps, with the residual connection, to estimate "
+        "which source tokens each encoder output mixes in the end.",
+        "stats",
+    ),
+    PageSpec(
+        "shapes",
+        "Shapes",
+        "One forward pass as tensor shapes, with this input's numbers: ids → embeddings × √d_model + positional "
+        "encoding → queries, keys and values split into n_heads heads of d_head = d_model / n_heads → attention weights "
+        "→ feed-forward → logits, one score per piece of the target vocabulary.",
+        "shapes",
+    ),
+)
+PAGE_BY_PATH = {p.path: p for p in PAGES}
+DEFAULT_PAGE = "translate"
+
+METHODS = {"greedy": "Greedy", "beam": "Beam search", "sample": "Sampling"}
+"""Decoding method key (in the URL) -> label (on screen)."""
+
+CHOICES = {keys.METHOD: METHODS, keys.KIND: KIND_NAMES}
+"""URL parameters whose value is one key of a fixed set, with the labels old links used instead."""
+
+EXAMPLES = {
+    "translate": [
+        "I love you.",
+        "How are you today?",
+        "Where do you live?",
+        "Attention is all you need.",
+        "The animal didn't cross the street because it was too tired.",
+        "The animal didn't cross the street because it was too wide.",
+        "A dog jumps over a green fence.",
+        "Two young men are playing soccer in the park.",
+        "A woman in a red dress is riding a bicycle.",
+        "A little girl climbs into a wooden playhouse.",
+        "The man with the hat is reading a newspaper.",
+    ],
+    "reverse": [" a b c d", " h e l l o", " t r a n s f o r m e r", " x y z z y", " q w e r t y u i o p"],
+}
+WORD_ORDER = {"translate": ("dog bites man", "man bites dog"), "reverse": ("a b c", "c b a")}
+
+
+def choice_key(param: str, value: str | None) -> str | None:
+    """The short key of a ``method`` or ``kind`` URL value, which may be the key or an old label; None if neither."""
+    names = CHOICES[param]
+    if value in names:
+        return value
+    return next((k for k, label in names.items() if label == value), None)
+
+
+def old_link(params: dict[str, str]) -> tuple[PageSpec | None, dict[str, str]]:
+    """The page and the query parameters of a single-page link such as ``?view=Attention&kind=Cross-attention``.
+
+    ``view`` (an old key such as ``pe``, a page path or a page title) picks the page and is dropped; ``method``
+    and ``kind`` labels become their keys; every other parameter (sentence, model, layer, head, step) is kept
+    as it is. The page is None when ``view`` names no page.
+    """
+    view = params.get(keys.OLD_VIEW, "")
+    page = next((p for p in PAGES if view in (p.old_view, p.path, p.title)), None)
+    out = {k: v for k, v in params.items() if k != keys.OLD_VIEW}
+    for param in CHOICES:
+        if param in out:
+            key = choice_key(param, out[param])
+            if key is None:
+                del out[param]
+            else:
+                out[param] = key
+    return page, out

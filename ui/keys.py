@@ -1,0 +1,66 @@
+"""Every ``st.session_state`` key and URL query parameter of the app, named once.
+
+Widget keys are session keys too (``st.slider(..., key=LAYER)`` keeps its value in
+``st.session_state[LAYER]``), so they are listed here with the rest.
+"""
+
+# -- the URL: query parameters that reopen exactly what a user sees (values are short keys, never labels)
+SENTENCE = "sentence"  # the source text (the frame's text box)
+MODEL = "model"  # checkpoint folder name: en-de, en-de-captions, reverse
+METHOD = "method"  # decoding method key: greedy, beam, sample
+KIND = "kind"  # attention kind key: enc_self, dec_self, cross
+LAYER = "layer"  # layer, counted from 1
+HEAD = "head"  # head, counted from 1, or "mean"
+STEP = "step"  # decoding step, counted from 1
+OLD_VIEW = "view"  # links of the single-page app: ?view=attention (or ?view=Attention)
+
+# -- the frame: sidebar and source box
+FRAME = "_frame"  # ui.state.Frame: model path, text and settings the page works on
+EXAMPLE = "example"
+BEAM_SIZE = "beam_size"
+ALPHA = "alpha"
+SAMPLE_TEMPERATURE = "sample_temperature"
+TOP_K = "top_k"
+TOP_P = "top_p"
+SEED = "seed"
+
+# -- Attention
+ALL_KINDS = "all_kinds"
+LAYER_MEANS = "layer_means"
+ZOOM_CHART = "zoom"  # the zoomed heatmap; its selection holds the clicked cell
+
+# -- Step through generation
+PLAYING = "playing"  # "Play" is running
+FORCED = "forced"  # {"sig": (path, text, settings), "ids": forced compact ids}
+FORCE_PICK = "force_pick"
+CANDIDATES_CHART = "cand_chart"  # the top-k bar chart; its selection holds the clicked candidate
+FULL_RUN = "_full_run"  # set by a full run: the step fragment does not advance "Play" then
+APP_RERUN = "_app_rerun"  # the step fragment asks for a full rerun (play started or stopped)
+PREV = "prev"
+NEXT = "next"
+PLAY = "play"
+UNFORCE = "unforce"
+STEPS_ALL_HEADS = "steps_all_heads"
+REFERENCE = "reference"
+REF_LAYER = "ref_layer"
+REF_HEAD = "ref_head"
+
+# -- Positional encoding
+PE_N = "pe_n"
+PE_DIMS = "pe_dims"
+WORD_ORDER_A = "wo_a"
+WORD_ORDER_B = "wo_b"
+
+# -- Mask lab
+HIDE = "hide"
+CAUSAL = "causal"
+USE_PE = "use_pe"
+WINDOW = "window"
+ATTN_TEMP = "attn_temp"
+MASK_KIND = "mask_kind"
+MASK_MOSAIC_ON = "mask_mosaic_on"
+
+
+def ablate(kind: str) -> str:
+    """The Mask lab's head-ablation multiselect of one attention kind."""
+    return f"ablate_{kind}"

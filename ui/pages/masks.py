@@ -1,0 +1,175 @@
+"""Mask lab (/masks): hide source tokens, causal mask on/off, a local window, an attention temperature, PE
+on/off and head ablation; translation and maps before and after, changed tokens marked, and the difference."""
+
+from __future__ import annotations
+
+import difflib
+
+import streamlit as st
+
+from model.analysis import Analysis
+from model.records import KIND_NAMES, KINDS
+from model.transformer import Interventions
+from ui import keys, state
+from ui.widgets import chips, head_label, n_layers_of, pick_layer_head, pick_map, show, text_box
+from viz import attention as va
+from viz import tokens as vt
+
+
+def controls(ctx: state.Ctx) -> Interventions:
+    """The mask lab's widgets, read as the interventions they describe."""
+    cfg, a = ctx.cfg, ctx.a
+    S = len(a.source.tokens)
+    src_labels = {i: f"{i}: {t}" for i, t in enumerate(vt.display(a.source.tokens))}
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        hide = st.multiselect(
+            "Hide source tokens",
+            list(range(S)),
+            format_func=src_labels.get,
+            key=keys.HIDE,
+            help="No query may attend to them (encoder self-attention and cross-attention). They are still encoded.",
+        )
+        causal = st.toggle(
+            "Causal mask in the decoder",
+            True,
+            key=keys.CAUSAL,
+            help="Off: every decoder position may read later ones too, which the model never saw in training.",
+        )
+        use_pe = st.toggle("Positional encoding", True, key=keys.USE_PE)
+    with c2:
+        window = st.slider(
+            "Local window (self-attention)",
+            0,
+            max(S, len(a.tgt_in_tokens)),  # a window this wide hides nothing
+            0,
+            key=keys.WINDOW,
+            help="0 = off. Otherwise a query sees only keys with |query − key| < window: 1 = only itself.",
+        )
+        temp = st.slider(
+            "Attention temperature τ",
+            0.25,
+            4.0,
+            1.0,
+            0.05,
+            key=keys.ATTN_TEMP,
+            help="softmax(QKᵀ / (√d_head · τ)): τ > 1 flattens, τ < 1 sharpens.",
+        )
+    with c3:
+        ablate = []
+        for kind in KINDS:
+            opts = [(l, h) for l in range(n_layers_of(cfg, kind)) for h in range(cfg.n_heads)]
+            picked = st.multiselect(
+                f"Switch off heads: {KIND_NAMES[kind].lower()}",
+                opts,
+                format_func=lambda o: f"L{o[0] + 1} H{o[1] + 1}",
+                key=keys.ablate(kind),
+            )
+            ablate += [(kind, l, h) for l, h in picked]
+    return Interventions(
+        src_hidden=frozenset(hide),
+        causal=causal,
+        ablate=frozenset(ablate),
+        temperature=float(temp),
+        window=window or None,
+        use_pos_encoding=use_pe,
+    )
+
+
+def render(ctx: state.Ctx) -> None:
+    a = ctx.a
+    iv = controls(ctx)
+    if len(iv.src_hidden) == len(a.source.tokens):
+        st.warning(
+            "Every source token is hidden: queries over the source have nothing to attend to, so their attention rows are all 0."
+        )
+    if iv == state.NO_INTERVENTIONS:
+        st.info("Change a setting above to see its effect. Before and after are the same for now.")
+
+    after = state.run_analysis(ctx.path, ctx.text, ctx.settings, iv)
+    d = difflib.SequenceMatcher(a=a.tgt_out_tokens, b=after.tgt_out_tokens, autojunk=False)
+    before_marks, after_marks = [""] * len(a.tgt_out_tokens), [""] * len(after.tgt_out_tokens)
+    for op, i1, i2, j1, j2 in d.get_opcodes():
+        if op != "equal":
+            before_marks[i1:i2] = ["removed"] * (i2 - i1)
+            after_marks[j1:j2] = ["changed"] * (j2 - j1)
+    b1, b2 = st.columns(2)
+    with b1:
+        st.markdown("**Before** (the unchanged model)")
+        text_box(a.translation)
+        chips(a.tgt_out_tokens, before_marks)
+    with b2:
+        st.markdown("**After**")
+        text_box(after.translation)
+        chips(after.tgt_out_tokens, after_marks)
+    same = a.tgt_in_tokens == after.tgt_in_tokens
+    st.caption(
+        "Output unchanged." if same else "Yellow: pieces that changed or are new. Red, struck out: pieces that were dropped."
+    )
+
+    mask_maps(ctx, iv, after, same)
+
+
+@st.fragment
+def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) -> None:
+    """Before / after maps of one kind, layer and head, and their difference."""
+    a = ctx.a
+    kind = st.radio("Attention kind", KINDS, format_func=KIND_NAMES.get, key=keys.MASK_KIND, horizontal=True, index=2)
+    layer, head = pick_layer_head(n_layers_of(ctx.cfg, kind), ctx.cfg.n_heads)
+    w0_all, q0, k0, p0 = state.MapSet.of(a).kind(kind)
+    w1_all, q1, k1, p1 = state.MapSet.of(after).kind(kind)
+    w0, w1 = pick_map(w0_all, layer, head), pick_map(w1_all, layer, head)
+    ablated = {(l, h) for k, l, h in iv.ablate if k == kind}
+    head_off = head is not None and (layer, head) in ablated
+    label = head_label(layer, head)
+    c1, c2 = st.columns(2)
+    with c1:
+        fig = va.attention_heatmap(w0, q0, k0, title=f"Before: {label}", kind=kind, predicted=p0, layer=layer, head=head)
+        show(fig, "mask_before", csv=(w0, q0, k0, p0))
+    with c2:
+        fig = va.attention_heatmap(
+            w1,
+            q1,
+            k1,
+            title=f"After: {label}",
+            kind=kind,
+            predicted=p1,
+            layer=layer,
+            head=head,
+            interventions=after.interventions,
+            ablated=head_off,
+        )
+        show(fig, "mask_after", csv=(w1, q1, k1, p1))
+    if head_off:
+        st.caption(
+            "This head is switched off: its output is replaced by zeros before W^O, so what it would attend to no longer matters."
+        )
+
+    st.markdown("**Difference** (after − before)")
+    d1, d2 = st.columns(2)
+    with d2:
+        st.caption("Red: the query attends more to this key after the change; blue: less; white: no change.")
+        if not same:
+            st.info(
+                "The output changed, so row t is a different query before and after and the two maps cannot be "
+                "subtracted row by row. The difference shown feeds the original output to the changed model instead "
+                "(teacher forcing), so the rows line up again."
+            )
+    with d1:
+        if same:
+            wt, title = w1, f"After − before: {KIND_NAMES[kind]}, {label}"
+        else:
+            tf = state.run_forced_original(ctx.path, ctx.text, ctx.settings, iv)
+            wt = pick_map(state.MapSet(tf, a.source.tokens, a.tgt_in_tokens, a.tgt_out_tokens).kind(kind)[0], layer, head)
+            title = f"Changed model on the original output − before: {label}"
+        show(va.difference_heatmap(w0, wt, q0, k0, title=title, kind=kind, predicted=p0), "mask_diff", csv=(wt - w0, q0, k0, p0))
+
+    if st.toggle("After: every layer and head of this kind", key=keys.MASK_MOSAIC_ON):
+        fig = va.attention_mosaic(
+            w1_all, q1, k1, kind=kind, predicted=p1, title=f"After: {KIND_NAMES[kind]}", interventions=after.interventions
+        )
+        show(fig, "mask_mosaic")
+
+
+if (ctx := state.page_context()) is not None:
+    render(ctx)

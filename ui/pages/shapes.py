@@ -1,0 +1,45 @@
+"""Shapes (/shapes): every stage of one forward pass with this input's tensor shapes, and this model's numbers."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from ui import state
+from ui.widgets import show, table_height
+from viz import shapes as vsh
+
+
+def render(ctx: state.Ctx) -> None:
+    cfg = ctx.cfg
+    numbers = pd.DataFrame(
+        [
+            ("d_model", cfg.d_model, "width of every token vector"),
+            ("n_heads", cfg.n_heads, "attention heads per layer"),
+            ("d_head", cfg.d_head, "d_model / n_heads: width of one head's queries, keys, values"),
+            ("d_ff", cfg.d_ff, "hidden width of the feed-forward network"),
+            ("encoder layers", cfg.n_enc_layers, "N in the paper (6 there)"),
+            ("decoder layers", cfg.n_dec_layers, "N in the paper (6 there); may differ from the encoder's"),
+            ("vocab", cfg.vocab_size, "pieces in the shared embedding matrix (source and target)"),
+            ("target vocab", cfg.n_logits, "the first pieces of it, those the decoder can write: one logit each"),
+            ("max_len", cfg.max_len, "longest sequence, in tokens"),
+            ("parameters", ctx.loaded.model.n_params(), "tied embeddings counted once"),
+        ],
+        columns=["name", "value", "meaning"],
+    )
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        st.markdown(
+            f"**This input**: B = 1 sentence, S = {len(ctx.a.source.ids)} source tokens, T = {len(ctx.a.tgt_in_tokens)} decoder inputs"
+        )
+        table = vsh.shapes_table(ctx.a.maps.shapes)
+        st.dataframe(table, width="stretch", hide_index=True, height=table_height(table))
+    with c2:
+        st.markdown("**This model**")
+        st.dataframe(numbers, width="stretch", hide_index=True, height=table_height(numbers))
+    if hasattr(vsh, "shapes_figure"):
+        show(vsh.shapes_figure(ctx.a.maps.shapes), "shapes_figure")
+
+
+if (ctx := state.page_context()) is not None:
+    render(ctx)

@@ -1,0 +1,72 @@
+"""Translate (/translate): the translation, source and output token tables, beam hypotheses and the beam tree."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pandas as pd
+import streamlit as st
+
+from ui import state
+from ui.widgets import download, show, table_height, text_box
+from viz import steps as vs
+from viz import tokens as vt
+
+
+def token_table(tok, ids: list[int]) -> pd.DataFrame:
+    """Piece, compact id and cl100k id of each id."""
+    df = pd.DataFrame([(p.text, p.id, p.cl100k_id) for p in tok.pieces(ids)], columns=["piece", "compact id", "cl100k id"])
+    df["piece"] = vt.display(list(df["piece"]))
+    return df
+
+
+def render(ctx: state.Ctx) -> None:
+    a, tok = ctx.a, ctx.loaded.tokenizer
+    st.subheader("Translation" if state.task_of(ctx.path) == "translate" else "Output")
+    text_box(a.translation)
+    s = a.settings
+    how = {
+        "greedy": "greedy decoding",
+        "beam": f"beam search (size {s['beam_size']}, α {s['alpha']})",
+        "sample": f"sampling (temperature {s['temperature']}, top-k {s['top_k']}, top-p {s['top_p']}, seed {s['seed']})",
+    }
+    st.caption(f"{how[s['method']]} on {ctx.loaded.device} · {len(a.source.ids)} source tokens → {len(a.out_ids)} output tokens")
+    if not a.translation:
+        st.caption("The output holds no text: only special tokens (see the table below).")
+    if not a.finished:
+        st.warning("The output stopped at the token budget before the model wrote <eos>: it may be cut short.")
+
+    c1, c2 = st.columns(2)
+    with c1:
+        st.markdown("**Source tokens**")
+        src = token_table(tok, a.source.ids)
+        st.dataframe(src, width="stretch", hide_index=False, height=min(table_height(src), 740))
+    with c2:
+        st.markdown("**Output tokens** (with the probability the model gave each)")
+        ids = a.out_ids + ([ctx.cfg.eos_id] if a.finished else [])
+        out = token_table(tok, ids)
+        out["probability"] = a.maps.next_probs[: len(ids)]
+        st.dataframe(
+            out,
+            width="stretch",
+            height=min(table_height(out), 740),
+            column_config={"probability": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.3f")},
+        )
+    st.caption(
+        "cl100k id −1 marks the model's own specials (<bos>, <eos>). Pieces the small vocabulary lacks are spelled byte by "
+        "byte (<0x..>); the decoder writes only pieces of its target vocabulary (German pieces seen often in training)."
+    )
+
+    if a.beam:
+        st.subheader("Beam search")
+        hyp = pd.DataFrame(a.beam["hypotheses"], columns=["hypothesis", "score (log-prob / length penalty)"])
+        st.dataframe(hyp, width="stretch")
+        show(vs.beam_tree(a.beam["nodes"], a.beam["best_path"]), "beam_tree")
+
+    download(
+        "Whole analysis (JSON)", partial(state.analysis_json, a), "attention-analysis.json", "application/json", kind="secondary"
+    )
+
+
+if (ctx := state.page_context()) is not None:
+    render(ctx)

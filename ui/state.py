@@ -1,0 +1,252 @@
+"""Cached model and results, and what a page knows about the current input.
+
+- the model is loaded once per process (``st.cache_resource``) and never changed: every tweak
+  (hidden source tokens, causal mask, window, temperature, ablated heads) is an ``Interventions``
+  argument;
+- results per input are cached (``st.cache_data``, bounded) with every input as an argument, the
+  decoding settings as the frozen ``DecodeSettings`` and the tweaks as the frozen ``Interventions``;
+- per-user state lives in ``st.session_state`` under the names in ``ui.keys``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from model.analysis import (
+    Analysis,
+    DecodeSettings,
+    InputError,
+    Maps,
+    analyze,
+    reference_maps,
+    step_trace,
+    teacher_forced,
+    word_order_demo,
+)
+from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
+from model.records import KINDS
+from model.transformer import Interventions
+from ui import catalog, keys
+from viz import stats as vst
+
+MODELS_DIR = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", PRETRAINED))  # folders holding config.json
+MODEL_ORDER = ("en-de", "en-de-captions", "reverse")  # listed first, in this order; the first is the default
+TOP_K = 8  # candidates shown per decoding step
+NO_INTERVENTIONS = Interventions()
+
+
+def _interventions_hash(iv: Interventions) -> str:
+    """Equal interventions hash alike: the sets are sorted (a frozenset's order can differ between equal sets)."""
+    return repr({name: sorted(v) if isinstance(v, frozenset) else v for name, v in vars(iv).items()})
+
+
+IV_HASH = {Interventions: _interventions_hash}
+
+
+# -- cached loading and analysis ------------------------------------------------------------------------------------
+
+
+def available_models() -> list[str]:
+    """Checkpoint folders under ``MODELS_DIR`` (those with a config.json): ``MODEL_ORDER`` first, then the rest."""
+    if not MODELS_DIR.is_dir():
+        return []
+    names = [p.name for p in MODELS_DIR.iterdir() if (p / "config.json").is_file()]
+    rank = {n: i for i, n in enumerate(MODEL_ORDER)}
+    return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
+
+
+@st.cache_resource(show_spinner="Loading the model…", max_entries=4)
+def load_model(path: str) -> Loaded:
+    """The checkpoint at ``path`` in eval mode, shared read-only by every session of this process."""
+    return load_checkpoint(path)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def model_info(path: str) -> dict:
+    """What metrics.json says about the checkpoint (training, card), or {} if it is missing or unreadable."""
+    try:
+        data = json.loads((Path(path) / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def model_limits(path: str) -> str | None:
+    """One line on what the model knows: metrics.json ``card.limits``, if it is a string."""
+    card = model_info(path).get("card")
+    limits = card.get("limits") if isinstance(card, dict) else None
+    return limits if isinstance(limits, str) and limits.strip() else None
+
+
+def task_of(path: str) -> str:
+    """The task the checkpoint was trained on: "reverse" (toy letter reversal) or "translate"."""
+    task = model_info(path).get("training", {}).get("task")
+    return "reverse" if task == "reverse" or (task is None and "reverse" in Path(path).name) else "translate"
+
+
+@st.cache_data(show_spinner="Translating…", max_entries=32, hash_funcs=IV_HASH)
+def run_analysis(path: str, text: str, settings: DecodeSettings, iv: Interventions = NO_INTERVENTIONS) -> Analysis:
+    """``model.analysis.analyze`` of one input under ``settings`` and ``iv``."""
+    m = load_model(path)
+    return analyze(m.model, m.tokenizer, text, settings, iv)
+
+
+@st.cache_data(show_spinner="Decoding step by step…", max_entries=64)
+def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int, ...]) -> list:
+    """``model.analysis.step_trace`` of one input with a forced output prefix (compact ids)."""
+    m = load_model(path)
+    a = run_analysis(path, text, settings)
+    return step_trace(m.model, m.tokenizer, a.source.ids, settings=settings, forced=forced, k=TOP_K)
+
+
+@st.cache_data(show_spinner="Teacher-forcing the reference…", max_entries=32)
+def run_reference(path: str, text: str, settings: DecodeSettings, reference: str):
+    """Maps of the reference translation fed to the decoder (teacher forcing): (maps, decoder input, predicted)."""
+    m = load_model(path)
+    return reference_maps(m.model, m.tokenizer, run_analysis(path, text, settings).source, reference)
+
+
+@st.cache_data(show_spinner=False, max_entries=32, hash_funcs=IV_HASH)
+def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Interventions) -> Maps:
+    """Maps of the unchanged model's output, teacher-forced under ``iv``: rows line up with the original maps."""
+    m = load_model(path)
+    a = run_analysis(path, text, settings)
+    eos, n = m.model.cfg.eos_id, m.model.cfg.max_len
+    tgt_in, tgt_out = ([m.model.cfg.bos_id] + a.out_ids)[:n], (a.out_ids + [eos])[:n]
+    return teacher_forced(m.model, a.source.ids, tgt_in, tgt_out, iv)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def run_word_order(path: str, a: str, b: str) -> dict:
+    """``model.analysis.word_order_demo``: encoder states of two orderings, with and without positional encoding."""
+    m = load_model(path)
+    return word_order_demo(m.model, m.tokenizer, a, b)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def positional_matrix(path: str, n: int) -> np.ndarray:
+    """The model's positional encoding for positions 0..n-1, ``(n, d_model)`` float32."""
+    return load_model(path).model.positional_encoding(n).detach().float().cpu().numpy()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def run_head_stats(path: str, text: str, settings: DecodeSettings) -> tuple[pd.DataFrame, np.ndarray]:
+    """Per-head statistics table and the encoder's attention rollout ``(L, S, S)`` of one input."""
+    m = run_analysis(path, text, settings).maps
+    return vst.head_stats(m.enc_self, m.dec_self, m.cross), vst.rollout(m.enc_self)
+
+
+def analysis_json(a: Analysis) -> str:
+    """The whole analysis (tokens, every map, shapes, settings) as JSON text."""
+    return json.dumps(a.to_json_dict(), ensure_ascii=False)
+
+
+# -- what a page works on --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What the frame (app.py) read from the sidebar and the source box, for the page it runs."""
+
+    path: str  # checkpoint folder
+    text: str  # source sentence as typed
+    settings: DecodeSettings
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Everything a view needs about the current input."""
+
+    path: str
+    text: str
+    settings: DecodeSettings
+    a: Analysis
+    loaded: Loaded
+
+    @property
+    def cfg(self):
+        return self.loaded.model.cfg
+
+
+@dataclass(frozen=True)
+class MapSet:
+    """The three kinds of maps of one teacher-forced pass, with the tokens that label their rows and columns."""
+
+    maps: Maps
+    src: list[str]
+    tgt_in: list[str]
+    tgt_out: list[str]
+
+    @classmethod
+    def of(cls, a: Analysis) -> MapSet:
+        return cls(a.maps, a.source.tokens, a.tgt_in_tokens, a.tgt_out_tokens)
+
+    def kind(self, kind: str) -> tuple[np.ndarray, list[str], list[str], list[str] | None]:
+        """(attn (L, H, Q, K), query tokens, key tokens, predicted tokens or None) of one kind."""
+        if kind == "enc_self":
+            return self.maps.enc_self, self.src, self.src, None
+        if kind == "dec_self":
+            return self.maps.dec_self, self.tgt_in, self.tgt_in, self.tgt_out
+        return self.maps.cross, self.tgt_in, self.src, self.tgt_out
+
+
+def frame() -> Frame:
+    """The frame of this run (set by app.py before it runs the page)."""
+    return st.session_state[keys.FRAME]
+
+
+def page_context() -> Ctx | None:
+    """The current input analysed, or None after telling the user why not (no text, or text the model refuses).
+
+    Text longer than the model reads is cut, with a warning that shows the part the model sees.
+    """
+    f = frame()
+    if not f.text.strip():
+        st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
+        return None
+    try:
+        a = run_analysis(f.path, f.text, f.settings)
+    except InputError as e:
+        st.error(str(e))
+        return None
+    loaded = load_model(f.path)
+    if a.source.truncated:
+        st.warning(
+            f"Your text has {a.source.n_tokens_original} tokens; the model reads at most {loaded.model.cfg.max_len - 1} "
+            "(plus <eos>), so the rest was cut off. The model sees only this part:"
+        )
+        st.text(a.source.text)
+    return Ctx(f.path, f.text, f.settings, a, loaded)
+
+
+# -- callbacks ------------------------------------------------------------------------------------------------------
+
+
+def reset_per_input_state() -> None:
+    """A new sentence or model: start decoding at step 1, drop forced tokens and hidden source positions."""
+    st.session_state[keys.STEP] = 1
+    st.session_state[keys.PLAYING] = False
+    for key in (keys.FORCED, keys.HIDE):
+        st.session_state.pop(key, None)
+
+
+def use_example() -> None:
+    ex = st.session_state.get(keys.EXAMPLE)
+    if ex:
+        st.session_state[keys.SENTENCE] = ex
+        st.session_state[keys.EXAMPLE] = None
+        reset_per_input_state()
+
+
+def on_model_change() -> None:
+    reset_per_input_state()
+    st.session_state[keys.SENTENCE] = catalog.EXAMPLES[task_of(str(MODELS_DIR / st.session_state[keys.MODEL]))][0]
+    for kind in KINDS:
+        st.session_state.pop(keys.ablate(kind), None)

@@ -1,0 +1,161 @@
+"""Widgets and placement helpers shared by the pages: figures with their downloads, token chips,
+layer/head pickers and radios whose choice lives in the URL as a short key."""
+
+from __future__ import annotations
+
+import html
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from ui import catalog, keys
+from viz import attention as va
+from viz import export as vx
+from viz import tokens as vt
+
+PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+
+
+def show(fig, key: str, *, csv: tuple | None = None, on_select=None) -> None:
+    """Place a figure with its exports: the figure as HTML and, for an attention map, a CSV.
+
+    ``csv`` is ``(w (Q, K), q_tokens, k_tokens)`` or ``(w, q_tokens, k_tokens, predicted)``.
+    """
+    st.plotly_chart(
+        fig,
+        key=key,
+        theme=None,
+        config=PLOTLY_CONFIG,
+        on_select=on_select or "ignore",
+        selection_mode="points",
+    )
+    with st.container(horizontal=True, gap="small"):
+        download("Figure (HTML)", partial(vx.figure_html, fig), f"{key}.html", "text/html")
+        if csv is not None:
+            data = partial(vx.attention_csv, *csv[:3], predicted=csv[3] if len(csv) > 3 else None)
+            download("Map (CSV)", data, f"{key}.csv", "text/csv")
+
+
+def download(label: str, data, file_name: str, mime: str, *, kind: str = "tertiary") -> None:
+    """A small download link; ``data`` is a callable, so the file is built only when clicked."""
+    st.download_button(
+        label,
+        data=data,
+        file_name=file_name,
+        mime=mime,
+        on_click="ignore",
+        key=f"{file_name}__download",
+        icon=":material/download:",
+        type=kind,
+    )
+
+
+CHIP = "display:inline-block;margin:2px 3px;padding:1px 7px;border-radius:6px;font-family:monospace;font-size:0.95rem;"
+CHIP_STYLES = {
+    "": "background:#eef1f8;border:1px solid #d5dbea;",
+    "changed": "background:#ffe3a3;border:1px solid #e8a800;font-weight:600;",
+    "removed": "background:#ffd6d6;border:1px solid #e06666;text-decoration:line-through;",
+    "forced": "background:#e3d7ff;border:1px solid #7b5cd6;font-weight:600;",
+    "new": "background:#d3f2dc;border:1px solid #37a05a;font-weight:600;",
+}
+
+
+def chips(tokens: list[str], marks: list[str] | None = None, *, css: str = "tokens") -> None:
+    """Tokens as little boxes; ``marks[i]`` in CHIP_STYLES colours one. Text is escaped: never raw HTML from input."""
+    marks = marks or [""] * len(tokens)
+    spans = [
+        f'<span style="{CHIP}{CHIP_STYLES[m]}" title="{m or "token"}">{html.escape(t)}</span>'
+        for t, m in zip(vt.display(tokens), marks, strict=True)
+    ]
+    st.html(f'<div class="{css}" style="line-height:2">' + "".join(spans) + "</div>")
+
+
+def text_box(text: str) -> None:
+    """A translation in large type (escaped)."""
+    st.html(
+        '<div class="translation" style="font-size:1.45rem;padding:0.6rem 0.9rem;border-radius:8px;background:#f3f5fa;'
+        f'border-left:4px solid #4c6ef5;white-space:pre-wrap">{html.escape(text) or "&nbsp;"}</div>'
+    )
+
+
+def table_height(df: pd.DataFrame) -> int:
+    """Pixel height that shows every row of a dataframe without an inner scroll bar."""
+    return 35 * (len(df) + 1) + 3
+
+
+def slider_or_fixed(label: str, lo: int, hi: int, *, key: str, value: int | None = None, **kw) -> int:
+    """``st.slider`` if there is a range, else just the one value (a slider needs min < max)."""
+    if hi <= lo:
+        st.caption(f"{label}: {lo}")
+        return lo
+    return st.slider(label, lo, hi, value, key=key, **kw)
+
+
+def head_slider(label: str, n_heads: int, *, key: str, **kw) -> int | None:
+    """A head picker: "mean" or 1..n_heads; returns the head counted from 0, or None for the mean over heads."""
+    head = st.select_slider(label, ["mean", *map(str, range(1, n_heads + 1))], value="mean", key=key, **kw)
+    return None if head == "mean" else int(head) - 1
+
+
+def pick_layer_head(n_layers: int, n_heads: int) -> tuple[int, int | None]:
+    """Layer and head pickers bound to the URL; returns (layer, head or None for the mean), counted from 0.
+
+    The layer slider spans this kind's ``n_layers``; a layer kept from a deeper kind is moved to the last one.
+    """
+    clamp = st.session_state.get(keys.LAYER, 1) > n_layers  # e.g. encoder layer 5 -> a 2-layer decoder
+    if clamp:
+        st.session_state[keys.LAYER] = n_layers
+    c1, c2 = st.columns(2)
+    with c1:
+        value = None if clamp else n_layers
+        layer = slider_or_fixed("Layer", 1, n_layers, key=keys.LAYER, value=value, bind="query-params")
+    with c2:
+        head = head_slider("Head", n_heads, key=keys.HEAD, bind="query-params")
+    return layer - 1, head
+
+
+def url_radio(label: str, options: dict[str, str], *, key: str, default: str, **kw) -> str:
+    """A radio over ``options`` (short key -> label) whose choice the URL keeps as the short key (``?kind=cross``).
+
+    ``bind="query-params"`` would write the label, so the URL is kept here: the parameter is read when the
+    widget has no value yet (an old link's label is read as its key) and written back after every run.
+    """
+    if key not in st.session_state:
+        st.session_state[key] = catalog.choice_key(key, st.query_params.get(key)) or default
+    value = st.radio(label, list(options), format_func=options.get, key=key, **kw)
+    if value == default:
+        st.query_params.pop(key, None)
+    elif st.query_params.get(key) != value:
+        st.query_params[key] = value
+    return value
+
+
+def n_layers_of(cfg, kind: str) -> int:
+    return cfg.n_enc_layers if kind == "enc_self" else cfg.n_dec_layers
+
+
+def pick_map(attn: np.ndarray, layer: int, head: int | None) -> np.ndarray:
+    """One head's map ``(Q, K)`` of ``attn (L, H, Q, K)``, or the mean over heads when ``head`` is None."""
+    return attn[layer, head] if head is not None else va.head_average(attn, layer)
+
+
+def head_label(layer: int, head: int | None) -> str:
+    return f"layer {layer + 1}, " + ("mean over heads" if head is None else f"head {head + 1}")
+
+
+def clicked_point(chart_key: str) -> dict | None:
+    """The point last clicked in the chart placed with ``chart_key`` (``on_select``), or None."""
+    points = st.session_state.get(chart_key, {}).get("selection", {}).get("points", [])
+    return points[0] if points else None
+
+
+def clicked_cell(chart_key: str, n_q: int, n_k: int) -> tuple[int, int] | None:
+    """(query, key) of the last heatmap cell clicked in chart ``chart_key``, if it lies inside an ``n_q x n_k`` map."""
+    p = clicked_point(chart_key)
+    cd = p.get("customdata") if p else None
+    if not isinstance(cd, list) or len(cd) != 2:
+        return None
+    qi, ki = int(cd[0]), int(cd[1])
+    return (qi, ki) if 0 <= qi < n_q and 0 <= ki < n_k else None
