@@ -350,7 +350,8 @@ class EncoderLayer(nn.Module):
         a, w, _ = self.self_attn(h, h, allowed, temperature=temperature, head_mask=head_mask, need_weights=need_weights)
         x = self.self_attn_norm.post(x + self.dropout(a))
         # position-wise feed-forward
-        x = self.ff_norm.post(x + self.dropout(self.ff(self.ff_norm.pre(x))))
+        h = self.ff_norm.pre(x)
+        x = self.ff_norm.post(x + self.dropout(self.ff(h)))
         return x, w
 
 
@@ -430,7 +431,8 @@ class DecoderLayer(nn.Module):
         a, w_cross, cross_kv = self.cross_attn(h, memory, cross_allowed, past_kv=past_cross, head_mask=cross_head_mask, **opts)
         y = self.cross_attn_norm.post(y + self.dropout(a))
         # position-wise feed-forward
-        y = self.ff_norm.post(y + self.dropout(self.ff(self.ff_norm.pre(y))))
+        h = self.ff_norm.pre(y)
+        y = self.ff_norm.post(y + self.dropout(self.ff(h)))
         return y, LayerCache(self_kv, cross_kv), w_self, w_cross
 
 
@@ -631,7 +633,8 @@ class Transformer(nn.Module):
         previous call's result), ``tgt`` holds only the new tokens, at positions after the cached
         ones; the result equals full recomputation (tests check it) when ``iv.causal`` is True.
         The cache also holds the memory's cross-attention keys and values: computed by the first
-        call, reused by every later one. A cache whose ``self_kv`` are None reuses only those.
+        call, reused by every later one (so a cache belongs to the ``enc`` it was made with). A
+        cache whose ``self_kv`` are None reuses only those and computes ``tgt`` from position 0.
 
         Raises:
             ValueError: if the target grows past ``cfg.max_len``.

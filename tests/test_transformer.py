@@ -16,7 +16,9 @@ import torch
 
 from model.transformer import (
     KINDS,
+    EncoderResult,
     Interventions,
+    LayerCache,
     MultiHeadAttention,
     Transformer,
     TransformerConfig,
@@ -630,3 +632,22 @@ def test_band_is_the_mask_rule(causal, window, n_q, n_k, offset):
     else:
         assert got.dtype == torch.bool and got.shape == (n_q, n_k)
         assert torch.equal(got, want)
+
+
+def test_a_memory_only_cache_recomputes_the_target_and_reuses_the_memory_kv():
+    """What decoding without the causal mask does each step: self-attention from scratch, memory K/V reused."""
+    model = make_model()
+    src, tgt = batch()
+    iv = Interventions(causal=False)
+    with torch.no_grad():
+        enc = model.encode(src, iv)
+        memory_only = [LayerCache(None, c.cross_kv) for c in model.decode(tgt[:, :2], enc, iv).cache]
+        full = model.decode(tgt, enc, iv, need_weights=True)
+        blank = EncoderResult(torch.zeros_like(enc.memory), enc.src_allowed)  # the memory itself is not read again
+        again = model.decode(tgt, blank, iv, cache=memory_only, need_weights=True)
+    for name in ("logits", "dec_self_attn", "cross_attn"):
+        torch.testing.assert_close(getattr(again, name), getattr(full, name), atol=1e-6, rtol=0, msg=name)
+    assert all(
+        c.cross_kv[0] is m.cross_kv[0] and c.cross_kv[1] is m.cross_kv[1] for c, m in zip(again.cache, memory_only, strict=True)
+    )
+    assert again.cache[0].self_kv[0].shape[2] == tgt.size(1)  # (B, H, T, Dh): the whole target
