@@ -212,7 +212,7 @@ class MultiHeadAttention(nn.Module):
         not change while decoding, so a ``past_kv`` handed back is reused as it is. For
         self-attention a ``past_kv`` holds the earlier positions, and the new ones are appended.
 
-    Stateless: ``forward`` returns the post-softmax weights and the keys/values when asked and
+    Stateless: ``forward`` returns the post-softmax weights (when asked) and the keys/values, and
     stores nothing; the caller keeps the keys/values between decoding steps.
     """
 
