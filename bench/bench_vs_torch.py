@@ -108,15 +108,15 @@ class TorchReference(nn.Module):
         for dst, src in zip(self.core.encoder.layers, ours.encoder, strict=True):
             mha(dst.self_attn, src.self_attn)
             ff(dst, src)
-            ln(dst.norm1, src.sub_attn.norm)
-            ln(dst.norm2, src.sub_ff.norm)
+            ln(dst.norm1, src.self_attn_norm)
+            ln(dst.norm2, src.ff_norm)
         for dst, src in zip(self.core.decoder.layers, ours.decoder, strict=True):
             mha(dst.self_attn, src.self_attn)
             mha(dst.multihead_attn, src.cross_attn)
             ff(dst, src)
-            ln(dst.norm1, src.sub_self.norm)
-            ln(dst.norm2, src.sub_cross.norm)
-            ln(dst.norm3, src.sub_ff.norm)
+            ln(dst.norm1, src.self_attn_norm)
+            ln(dst.norm2, src.cross_attn_norm)
+            ln(dst.norm3, src.ff_norm)
         if self.cfg.norm_first:  # post-LN: ours has no final norm, nn.Transformer always has one
             ln(self.core.encoder.norm, ours.enc_norm)
             ln(self.core.decoder.norm, ours.dec_norm)
