@@ -634,7 +634,7 @@ def test_old_links_open_their_page_and_settings(params, page):
     assert on_page(at, page)
     assert "view" not in at.query_params
     if "kind" in params:
-        assert at.radio(key="kind").value == catalog.choice_key("kind", params["kind"])
+        assert at.radio(key="kind").value == catalog.choice_key(KIND_NAMES, params["kind"])
         assert at.query_params["kind"] == at.radio(key="kind").value
     if "method" in params:
         assert at.query_params["method"] == at.radio(key="method").value == "sample"

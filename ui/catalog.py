@@ -26,65 +26,79 @@ class PageSpec:
 
 PAGES = (
     PageSpec(
-        "translate",
-        "Translate",
-        "What the model reads and writes. Text is cut into sub-word pieces (tiktoken cl100k pieces, renumbered "
-        "into this model's small vocabulary); the encoder reads the source pieces plus <eos>, and the decoder writes the "
-        "output one piece at a time, from the target-language part of the vocabulary, until it emits <eos>. Greedy takes "
-        "the most probable piece at each step, beam search keeps several partial outputs and picks the best-scoring one, "
-        "sampling draws at random.",
-        "translate",
+        path="translate",
+        title="Translate",
+        old_view="translate",
+        teaches=(
+            "What the model reads and writes. Text is cut into sub-word pieces (tiktoken cl100k pieces, renumbered "
+            "into this model's small vocabulary); the encoder reads the source pieces plus <eos>, and the decoder writes the "
+            "output one piece at a time, from the target-language part of the vocabulary, until it emits <eos>. Greedy takes "
+            "the most probable piece at each step, beam search keeps several partial outputs and picks the best-scoring one, "
+            "sampling draws at random."
+        ),
     ),
     PageSpec(
-        "attention",
-        "Attention",
-        "Each tile is one head's attention weights softmax(QKᵀ/√d_head) (paper eq. 1): a row is a query token, "
-        "the columns are the keys it reads, and every row sums to 1. Encoder self-attention mixes the source; decoder "
-        "self-attention is causal, so a token sees only itself and earlier outputs (the grey triangle is masked); "
-        "cross-attention is where each output step looks in the source, often close to a word alignment.",
-        "attention",
+        path="attention",
+        title="Attention",
+        old_view="attention",
+        teaches=(
+            "Each tile is one head's attention weights softmax(QKᵀ/√d_head) (paper eq. 1): a row is a query token, "
+            "the columns are the keys it reads, and every row sums to 1. Encoder self-attention mixes the source; decoder "
+            "self-attention is causal, so a token sees only itself and earlier outputs (the grey triangle is masked); "
+            "cross-attention is where each output step looks in the source, often close to a word alignment."
+        ),
     ),
     PageSpec(
-        "steps",
-        "Step through generation",
-        "Decoding is a loop. At step t the decoder has read <bos> and the t pieces written so far; it gives a "
-        "probability to every piece it can write (the target vocabulary) and one is appended. Watch the new query's "
-        "cross-attention move along the source, and force another candidate to see how the rest of the output follows "
-        "from one choice.",
-        "steps",
+        path="steps",
+        title="Step through generation",
+        old_view="steps",
+        teaches=(
+            "Decoding is a loop. At step t the decoder has read <bos> and the t pieces written so far; it gives a "
+            "probability to every piece it can write (the target vocabulary) and one is appended. Watch the new query's "
+            "cross-attention move along the source, and force another candidate to see how the rest of the output follows "
+            "from one choice."
+        ),
     ),
     PageSpec(
-        "positional",
-        "Positional encoding",
-        "Attention itself ignores word order: without positional information, 'dog bites man' and 'man bites dog' give "
-        "the same vectors, only shuffled. The paper adds sine and cosine waves of geometrically growing wavelengths to "
-        "the embeddings (section 3.5), so every position gets its own pattern and nearby positions look alike.",
-        "pe",
+        path="positional",
+        title="Positional encoding",
+        old_view="pe",
+        teaches=(
+            "Attention itself ignores word order: without positional information, 'dog bites man' and 'man bites dog' give "
+            "the same vectors, only shuffled. The paper adds sine and cosine waves of geometrically growing wavelengths to "
+            "the embeddings (section 3.5), so every position gets its own pattern and nearby positions look alike."
+        ),
     ),
     PageSpec(
-        "masks",
-        "Mask lab",
-        "Masks decide which keys a query may read. Hide source tokens, lift the causal mask, restrict self-attention "
-        "to a local window, sharpen or flatten the softmax with a temperature, or switch heads off, then compare output "
-        "and attention before and after. Nothing is retrained: same weights, a different forward pass.",
-        "masks",
+        path="masks",
+        title="Mask lab",
+        old_view="masks",
+        teaches=(
+            "Masks decide which keys a query may read. Hide source tokens, lift the causal mask, restrict self-attention "
+            "to a local window, sharpen or flatten the softmax with a temperature, or switch heads off, then compare output "
+            "and attention before and after. Nothing is retrained: same weights, a different forward pass."
+        ),
     ),
     PageSpec(
-        "stats",
-        "Head statistics",
-        "Numbers that summarise each head: entropy (low = focused on a few keys, high = spread out), how far it looks, "
-        "and how much weight goes to the diagonal, the previous token, the first and the last token. Attention rollout "
-        "(Abnar & Zuidema 2020) multiplies the layers' head-averaged maps, with the residual connection, to estimate "
-        "which source tokens each encoder output mixes in the end.",
-        "stats",
+        path="stats",
+        title="Head statistics",
+        old_view="stats",
+        teaches=(
+            "Numbers that summarise each head: entropy (low = focused on a few keys, high = spread out), how far it looks, "
+            "and how much weight goes to the diagonal, the previous token, the first and the last token. Attention rollout "
+            "(Abnar & Zuidema 2020) multiplies the layers' head-averaged maps, with the residual connection, to estimate "
+            "which source tokens each encoder output mixes in the end."
+        ),
     ),
     PageSpec(
-        "shapes",
-        "Shapes",
-        "One forward pass as tensor shapes, with this input's numbers: ids → embeddings × √d_model + positional "
-        "encoding → queries, keys and values split into n_heads heads of d_head = d_model / n_heads → attention weights "
-        "→ feed-forward → logits, one score per piece of the target vocabulary.",
-        "shapes",
+        path="shapes",
+        title="Shapes",
+        old_view="shapes",
+        teaches=(
+            "One forward pass as tensor shapes, with this input's numbers: ids → embeddings × √d_model + positional "
+            "encoding → queries, keys and values split into n_heads heads of d_head = d_model / n_heads → attention weights "
+            "→ feed-forward → logits, one score per piece of the target vocabulary."
+        ),
     ),
 )
 PAGE_BY_PATH = {p.path: p for p in PAGES}
@@ -115,12 +129,11 @@ EXAMPLES = {
 WORD_ORDER = {"translate": ("dog bites man", "man bites dog"), "reverse": ("a b c", "c b a")}
 
 
-def choice_key(param: str, value: str | None) -> str | None:
-    """The short key of a ``method`` or ``kind`` URL value, which may be the key or an old label; None if neither."""
-    names = CHOICES[param]
-    if value in names:
+def choice_key(options: dict[str, str], value: str | None) -> str | None:
+    """The key of ``options`` (key -> label) that ``value`` names, as the key or as an old link's label; else None."""
+    if value in options:
         return value
-    return next((k for k, label in names.items() if label == value), None)
+    return next((k for k, label in options.items() if label == value), None)
 
 
 def old_link(params: dict[str, str]) -> tuple[PageSpec | None, dict[str, str]]:
@@ -135,7 +148,7 @@ def old_link(params: dict[str, str]) -> tuple[PageSpec | None, dict[str, str]]:
     out = {k: v for k, v in params.items() if k != keys.OLD_VIEW}
     for param in CHOICES:
         if param in out:
-            key = choice_key(param, out[param])
+            key = choice_key(CHOICES[param], out[param])
             if key is None:
                 del out[param]
             else:

@@ -123,7 +123,7 @@ def url_radio(label: str, options: dict[str, str], *, key: str, default: str, **
     widget has no value yet (an old link's label is read as its key) and written back after every run.
     """
     if key not in st.session_state:
-        st.session_state[key] = catalog.choice_key(key, st.query_params.get(key)) or default
+        st.session_state[key] = catalog.choice_key(options, st.query_params.get(key)) or default
     value = st.radio(label, list(options), format_func=options.get, key=key, **kw)
     if value == default:
         st.query_params.pop(key, None)
