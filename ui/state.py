@@ -14,6 +14,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -175,6 +176,15 @@ class Ctx:
         return self.loaded.model.cfg
 
 
+class KindMaps(NamedTuple):
+    """One kind's maps with the tokens that label them."""
+
+    attn: np.ndarray  # (L, H, Q, K)
+    q: list[str]  # query tokens (rows)
+    k: list[str]  # key tokens (columns)
+    predicted: list[str] | None  # decoder rows: the token each query predicted; None for the encoder
+
+
 @dataclass(frozen=True)
 class MapSet:
     """The three kinds of maps of one teacher-forced pass, with the tokens that label their rows and columns."""
@@ -188,13 +198,13 @@ class MapSet:
     def of(cls, a: Analysis) -> MapSet:
         return cls(a.maps, a.source.tokens, a.tgt_in_tokens, a.tgt_out_tokens)
 
-    def kind(self, kind: str) -> tuple[np.ndarray, list[str], list[str], list[str] | None]:
-        """(attn (L, H, Q, K), query tokens, key tokens, predicted tokens or None) of one kind."""
+    def kind(self, kind: str) -> KindMaps:
+        """The maps of one kind, with their query, key and predicted tokens."""
         if kind == "enc_self":
-            return self.maps.enc_self, self.src, self.src, None
+            return KindMaps(self.maps.enc_self, self.src, self.src, None)
         if kind == "dec_self":
-            return self.maps.dec_self, self.tgt_in, self.tgt_in, self.tgt_out
-        return self.maps.cross, self.tgt_in, self.src, self.tgt_out
+            return KindMaps(self.maps.dec_self, self.tgt_in, self.tgt_in, self.tgt_out)
+        return KindMaps(self.maps.cross, self.tgt_in, self.src, self.tgt_out)
 
 
 def frame() -> Frame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -18,11 +19,17 @@ from viz import tokens as vt
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 
 
-def show(fig, key: str, *, csv: tuple | None = None, on_select=None) -> None:
-    """Place a figure with its exports: the figure as HTML and, for an attention map, a CSV.
+class MapCsv(NamedTuple):
+    """An attention map to export as CSV, with the tokens that label its rows and columns."""
 
-    ``csv`` is ``(w (Q, K), q_tokens, k_tokens)`` or ``(w, q_tokens, k_tokens, predicted)``.
-    """
+    w: np.ndarray  # (Q, K)
+    q: list[str]  # row labels: query tokens
+    k: list[str]  # column labels: key tokens
+    predicted: list[str] | None = None  # decoder rows: the token each query predicted
+
+
+def show(fig, key: str, *, csv: MapCsv | None = None, on_select=None) -> None:
+    """Place a figure with its exports: the figure as HTML and, for an attention map (``csv``), a CSV."""
     st.plotly_chart(
         fig,
         key=key,
@@ -34,7 +41,7 @@ def show(fig, key: str, *, csv: tuple | None = None, on_select=None) -> None:
     with st.container(horizontal=True, gap="small"):
         download("Figure (HTML)", partial(vx.figure_html, fig), f"{key}.html", "text/html")
         if csv is not None:
-            data = partial(vx.attention_csv, *csv[:3], predicted=csv[3] if len(csv) > 3 else None)
+            data = partial(vx.attention_csv, csv.w, csv.q, csv.k, predicted=csv.predicted)
             download("Map (CSV)", data, f"{key}.csv", "text/csv")
 
 

@@ -7,7 +7,7 @@ import streamlit as st
 
 from model.records import KIND_NAMES
 from ui import keys, state
-from ui.widgets import clicked_cell, head_label, n_layers_of, pick_layer_head, pick_map, show, url_radio
+from ui.widgets import MapCsv, clicked_cell, head_label, n_layers_of, pick_layer_head, pick_map, show, url_radio
 from viz import attention as va
 from viz import steps as vs
 from viz import tokens as vt
@@ -54,7 +54,7 @@ def attention_zoom(ctx: state.Ctx, kind: str) -> None:
     w = pick_map(attn, layer, head)
     title = f"{KIND_NAMES[kind]}, {head_label(layer, head)}"
     fig = va.attention_heatmap(w, q, k, title=title, kind=kind, predicted=pred, layer=layer, head=head)
-    show(fig, keys.ZOOM_CHART, csv=(w, q, k, pred), on_select="rerun")
+    show(fig, keys.ZOOM_CHART, csv=MapCsv(w, q, k, pred), on_select="rerun")
     cell = clicked_cell(keys.ZOOM_CHART, *w.shape)
     if cell is None:
         st.caption("Click a cell to see what its query attends to in every head of this layer.")
@@ -67,7 +67,7 @@ def attention_zoom(ctx: state.Ctx, kind: str) -> None:
     )
     row = attn[layer, :, qi, :]  # (H, K): this query's weights in each head
     fig = vs.step_attention(row, k, title=f"Query {qi} ({query}), layer {layer + 1}", query=q[qi], layer=layer)
-    show(fig, "zoom_row", csv=(row, [f"head {h + 1}" for h in range(row.shape[0])], k))
+    show(fig, "zoom_row", csv=MapCsv(row, [f"head {h + 1}" for h in range(row.shape[0])], k))
 
 
 if (ctx := state.page_context()) is not None:

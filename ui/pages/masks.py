@@ -11,7 +11,7 @@ from model.analysis import Analysis
 from model.records import KIND_NAMES, KINDS
 from model.transformer import Interventions
 from ui import keys, state
-from ui.widgets import chips, head_label, n_layers_of, pick_layer_head, pick_map, show, text_box
+from ui.widgets import MapCsv, chips, head_label, n_layers_of, pick_layer_head, pick_map, show, text_box
 from viz import attention as va
 from viz import tokens as vt
 
@@ -125,7 +125,7 @@ def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) ->
     c1, c2 = st.columns(2)
     with c1:
         fig = va.attention_heatmap(w0, q0, k0, title=f"Before: {label}", kind=kind, predicted=p0, layer=layer, head=head)
-        show(fig, "mask_before", csv=(w0, q0, k0, p0))
+        show(fig, "mask_before", csv=MapCsv(w0, q0, k0, p0))
     with c2:
         fig = va.attention_heatmap(
             w1,
@@ -139,7 +139,7 @@ def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) ->
             interventions=after.interventions,
             ablated=head_off,
         )
-        show(fig, "mask_after", csv=(w1, q1, k1, p1))
+        show(fig, "mask_after", csv=MapCsv(w1, q1, k1, p1))
     if head_off:
         st.caption(
             "This head is switched off: its output is replaced by zeros before W^O, so what it would attend to no longer matters."
@@ -160,9 +160,13 @@ def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) ->
             wt, title = w1, f"After − before: {KIND_NAMES[kind]}, {label}"
         else:
             tf = state.run_forced_original(ctx.path, ctx.text, ctx.settings, iv)
-            wt = pick_map(state.MapSet(tf, a.source.tokens, a.tgt_in_tokens, a.tgt_out_tokens).kind(kind)[0], layer, head)
+            wt = pick_map(state.MapSet(tf, a.source.tokens, a.tgt_in_tokens, a.tgt_out_tokens).kind(kind).attn, layer, head)
             title = f"Changed model on the original output − before: {label}"
-        show(va.difference_heatmap(w0, wt, q0, k0, title=title, kind=kind, predicted=p0), "mask_diff", csv=(wt - w0, q0, k0, p0))
+        show(
+            va.difference_heatmap(w0, wt, q0, k0, title=title, kind=kind, predicted=p0),
+            "mask_diff",
+            csv=MapCsv(wt - w0, q0, k0, p0),
+        )
 
     if st.toggle("After: every layer and head of this kind", key=keys.MASK_MOSAIC_ON):
         fig = va.attention_mosaic(

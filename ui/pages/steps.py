@@ -11,7 +11,7 @@ import streamlit as st
 
 from model.analysis import InputError
 from ui import keys, state
-from ui.widgets import chips, clicked_point, head_label, head_slider, pick_layer_head, pick_map, show, slider_or_fixed
+from ui.widgets import MapCsv, chips, clicked_point, head_label, head_slider, pick_layer_head, pick_map, show, slider_or_fixed
 from viz import attention as va
 from viz import steps as vs
 from viz import tokens as vt
@@ -184,7 +184,7 @@ def steps_fragment(ctx: state.Ctx) -> None:
                 else "Causal self-attention of the new query over the output so far"
             )
             fig = vs.step_attention(w, keys_shown, title=f"{what}, {which}", query=row, layer=layer, key_title=key_title)
-            show(fig, f"step_{name}", csv=(np.atleast_2d(w), heads if head is None else [row], keys_shown))
+            show(fig, f"step_{name}", csv=MapCsv(np.atleast_2d(w), heads if head is None else [row], keys_shown))
 
     if st.toggle(
         "Every layer and head so far",
@@ -251,7 +251,7 @@ def reference_fragment(ctx: state.Ctx, ref: str) -> None:
         w = pick_map(maps_.cross, layer, head)
         with col:
             fig = va.attention_heatmap(w, q, src, title=f"{name}, {head_label(layer, head)}", kind="cross", predicted=pred)
-            show(fig, key, csv=(w, q, src, pred))
+            show(fig, key, csv=MapCsv(w, q, src, pred))
     probs = pd.DataFrame({"reference piece": vt.display(tgt_out), "model's probability": maps.next_probs})
     st.caption(f"How likely the model finds each reference piece (mean {float(maps.next_probs.mean()):.3f}):")
     st.dataframe(probs.T, width="stretch")
