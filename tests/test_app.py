@@ -64,10 +64,11 @@ def open_url(**params) -> AppTest:
     return ok(at)
 
 
-def run_app(page: str = "translate", **params) -> AppTest:
-    """Open ``page`` (``ui/pages/<page>.py``) with these URL query parameters (short keys), and check it did not fail."""
+def run_app(page: str | None = None, **params) -> AppTest:
+    """Open ``page`` (``ui/pages/<page>.py``; None: the root URL, which opens Translate) with these URL query
+    parameters (short keys), and check it did not fail."""
     at = open_url(**params)
-    if page != "translate":  # the root URL opens Translate
+    if page is not None:
         at.switch_page(f"ui/pages/{page}.py").run()
     return ok(at)
 
