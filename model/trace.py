@@ -1,0 +1,294 @@
+"""Inside one head: every number of one attention sub-layer for one query, from one forward pass.
+
+``head_trace`` translates a sentence as ``model.analysis.analyze`` does (the same translation the app
+shows), runs ONE teacher-forced pass over the source and the shifted output (``shift_right``) under the
+same interventions, and then works the chosen attention sub-layer out by hand from the module's own
+weights, for one query token:
+
+    resid                      the query's row of the residual stream before the sub-layer
+    x      = LN(resid)         pre-LN (post-LN: x = resid), what W^Q multiplies     section 3.1
+    q      = x W^Q + b^Q       this head's slice of the projection (d_head wide)     section 3.2.2
+    K, V   = X_kv W^K, X_kv W^V   one row per key: the layer's own input rows in self-attention,
+                               the encoder memory in cross-attention                section 3.2.3
+    scores = q · k_j           raw dot products
+    scaled = scores / (sqrt(d_head) * tau)                                          eq. (1)
+    mask                       keys the query may not read (causal, hidden token, window): -inf
+    weights = softmax(scaled over the allowed keys)                                 eq. (1)
+    head_out = sum_j w_j v_j                                                        eq. (1)
+    concat = [head_1 .. head_H] (ablated heads zeroed, as the model does)           section 3.2.2
+    attn_out = concat W^O + b^O  (taken from the module's own call)                 section 3.2.2
+    added  = resid + attn_out  the residual connection                              section 3.1
+    normed = LayerNorm(added)  post-LN: this sub-layer's "Add & Norm"; pre-LN: the next sub-layer's norm
+
+``nn.Linear`` layers carry a bias (the paper writes the projections without one), so ``q``, ``k``,
+``v`` and ``attn_out`` include it. Everything is returned as float32 numpy in a ``HeadTrace``: no
+tensor, no model, so the app can cache it and ``viz.head`` can draw it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from model.records import KINDS, REASONS, VISIBLE, shift_right
+from model.tokenizer import Tokenizer
+from model.transformer import NO_INTERVENTIONS, DecoderLayer, EncoderLayer, Interventions, MultiHeadAttention, Transformer
+
+if TYPE_CHECKING:  # a type name only: model.analysis imports this module (it re-exports head_trace)
+    from model.analysis import DecodeSettings
+
+__all__ = ["HeadTrace", "head_trace"]
+
+
+@dataclass(frozen=True)
+class HeadTrace:
+    """One head's computation for one query token (``model.analysis.head_trace``). Arrays are float32 numpy.
+
+    D = d_model, Dh = d_head, H = n_heads, K = number of keys (S for enc_self and cross, T for dec_self).
+
+    What was traced:
+        kind: "enc_self", "dec_self" or "cross"; layer, head, query: 0-based, as in the arrays of ``Maps``.
+        d_head: Dh. temperature: tau of the interventions (1.0: the paper). norm_first: pre-LN (True) or
+        post-LN (False).
+        q_tokens: the tokens of every query row of this kind (source tokens, or decoder inputs
+        ``[<bos>, y_1 ..]``); ``q_tokens[query]`` is the traced one. predicted: for the decoder kinds the
+        token each row predicted (``shift_right``), else None. k_tokens: the K key tokens.
+
+    The numbers (section 3.1, 3.2.2, eq. 1):
+        resid ``(D,)``: the query's residual-stream row before the sub-layer (encoder/decoder layer input;
+            for cross-attention the decoder state after the self-attention sub-layer).
+        x ``(D,)``: the query's input row, what W^Q multiplies: LayerNorm(resid) in pre-LN, resid in post-LN.
+        kv_x ``(K, D)``: the rows keys and values are computed from (the layer's own inputs in
+            self-attention, the encoder memory in cross-attention).
+        q ``(Dh,)`` = x W^Q + b^Q, this head's slice; k, v ``(K, Dh)``: this head's keys and values.
+        scores ``(K,)`` = q · k_j; scaled ``(K,)`` = scores / (sqrt(Dh) * tau), finite everywhere.
+        mask ``(K,)`` bool: True where the key is hidden from this query; reasons ``(K,)`` int8: why
+            (``model.records`` codes VISIBLE, FUTURE, HIDDEN, WINDOW).
+        weights ``(K,)``: softmax of the unmasked scaled scores (0 on masked keys; all 0 when every key is
+            masked). For an ablated head these are what the head computed; the model reports them as 0.
+        head_out ``(Dh,)`` = weights @ v.
+        heads ``(H, Dh)``: every head's output for this query (head ``head`` is ``head_out``).
+        ablated_heads: heads of this layer and kind whose output is zeroed before W^O (interventions).
+        concat ``(D,)``: the heads side by side, ablated ones zeroed: what W^O multiplies.
+        attn_out ``(D,)`` = concat W^O + b^O: the sub-layer's output for this query, from the module's own call.
+        added ``(D,)`` = resid + attn_out: the residual connection.
+        normed ``(D,)``: LayerNorm(added). Post-LN: this sub-layer's own norm, whose output is the residual
+            stream after the sub-layer. Pre-LN: the residual stream stays ``added``, and ``normed`` is the
+            next sub-layer's norm of it (``norm_label`` names it).
+        norm_label: which LayerNorm gave ``normed``.
+    """
+
+    kind: str
+    layer: int
+    head: int
+    query: int
+    d_head: int
+    temperature: float
+    norm_first: bool
+    q_tokens: list[str]
+    k_tokens: list[str]
+    predicted: list[str] | None
+    resid: np.ndarray
+    x: np.ndarray
+    kv_x: np.ndarray
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    scores: np.ndarray
+    scaled: np.ndarray
+    mask: np.ndarray
+    reasons: np.ndarray
+    weights: np.ndarray
+    head_out: np.ndarray
+    heads: np.ndarray
+    ablated_heads: frozenset[int]
+    concat: np.ndarray
+    attn_out: np.ndarray
+    added: np.ndarray
+    normed: np.ndarray
+    norm_label: str
+
+    @property
+    def ablated(self) -> bool:
+        """Whether this head's output is zeroed before W^O (it still computes its weights)."""
+        return self.head in self.ablated_heads
+
+    @property
+    def n_heads(self) -> int:
+        return self.heads.shape[0]
+
+    @property
+    def masked(self) -> np.ndarray:
+        """``(K,)`` the input of the softmax: ``scaled`` with -inf on the masked keys."""
+        return np.where(self.mask, np.float32(-np.inf), self.scaled).astype(np.float32)
+
+    @property
+    def query_token(self) -> str:
+        return self.q_tokens[self.query]
+
+    @property
+    def why(self) -> list[str | None]:
+        """Per key: the hover text of its mask reason (``model.records.REASONS``), None for a visible key."""
+        return [None if r == VISIBLE else REASONS[int(r)] for r in self.reasons]
+
+
+def _np(t: Tensor) -> np.ndarray:
+    return t.detach().float().cpu().numpy().astype(np.float32)
+
+
+def _check(kind: str, layer: int, head: int, model: Transformer) -> None:
+    """Raise ValueError for a kind, layer or head the model does not have."""
+    cfg = model.cfg
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    n_layers = cfg.n_enc_layers if kind == "enc_self" else cfg.n_dec_layers
+    if not 0 <= layer < n_layers:
+        raise ValueError(f"layer {layer} is out of range: {kind} has {n_layers} layers (count from 0)")
+    if not 0 <= head < cfg.n_heads:
+        raise ValueError(f"head {head} is out of range: the model has {cfg.n_heads} heads (count from 0)")
+
+
+def _by_hand(mha: MultiHeadAttention, x: Tensor, kv_x: Tensor, mask: Tensor, tau: float, head_mask: list[float] | None):
+    """Eq. (1) for every head of one query row, from the module's weights.
+
+    ``x (D,)``, ``kv_x (K, D)``, ``mask (K,)`` True = hidden. Returns q ``(H, Dh)``, k, v ``(K, H, Dh)``,
+    scores, scaled, weights ``(H, K)``, heads ``(H, Dh)`` and concat ``(D,)``.
+    """
+    H, Dh = mha.n_heads, mha.d_head
+    q = (x @ mha.w_q.weight.T + mha.w_q.bias).view(H, Dh)  # (H, Dh)
+    k = (kv_x @ mha.w_k.weight.T + mha.w_k.bias).view(-1, H, Dh)  # (K, H, Dh)
+    v = (kv_x @ mha.w_v.weight.T + mha.w_v.bias).view(-1, H, Dh)  # (K, H, Dh)
+    scores = torch.einsum("hd,khd->hk", q, k)  # (H, K): q . k_j
+    scaled = scores / (math.sqrt(Dh) * tau)  # (H, K)
+    if bool(mask.all()):  # no key to read: zero weights, zero output (the model's rule, never NaN)
+        weights = torch.zeros_like(scaled)
+    else:
+        weights = torch.softmax(scaled.masked_fill(mask, float("-inf")), dim=-1)  # (H, K)
+    heads = torch.einsum("hk,khd->hd", weights, v)  # (H, Dh): sum_j w_j v_j per head
+    keep = torch.tensor(head_mask if head_mask is not None else [1.0] * H, dtype=heads.dtype)  # (H,)
+    concat = (heads * keep[:, None]).reshape(H * Dh)  # (D,): Concat(head_1 .. head_H), ablated heads zeroed
+    return q, k, v, scores, scaled, weights, heads, concat
+
+
+@torch.inference_mode()
+def head_trace(
+    model: Transformer,
+    tok: Tokenizer,
+    text: str,
+    *,
+    kind: str,
+    layer: int,
+    head: int,
+    query: int,
+    settings: DecodeSettings | None = None,
+    iv: Interventions = NO_INTERVENTIONS,
+) -> HeadTrace:
+    """Trace head ``head`` of ``kind`` in ``layer`` for query row ``query`` of the translation of ``text``.
+
+    Args:
+        model, tok: the model (eval mode) and its tokenizer.
+        text: the source sentence; it is translated with ``settings`` under ``iv`` exactly as
+            ``model.analysis.analyze`` does, and the trace follows that translation.
+        kind: "enc_self", "dec_self" or "cross". layer, head, query: 0-based, as in the arrays of
+            ``Maps`` (query: a source position for enc_self, a decoder input position otherwise).
+        settings: ``model.analysis.DecodeSettings`` (None: ``DecodeSettings()``, greedy).
+        iv: interventions (hidden source tokens, causal mask, window, temperature, ablated heads, PE).
+
+    Returns:
+        A ``HeadTrace``; its ``weights`` equal row ``query`` of the map ``analyze`` returns (all 0 there
+        for an ablated head), and its ``attn_out`` is the module's own output for this query.
+
+    Raises:
+        InputError: (``model.analysis``) for empty text.
+        ValueError: for an unknown kind, or a layer, head or query out of range.
+    """
+    from model.analysis import DecodeSettings, analyze  # here: model.analysis re-exports this module
+
+    _check(kind, layer, head, model)
+    a = analyze(model, tok, text, DecodeSettings() if settings is None else settings, iv)
+    cfg, device = model.cfg, next(model.parameters()).device
+    tgt_in, _ = shift_right(a.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
+    src_t = torch.tensor([a.source.ids], device=device)  # (1, S)
+    tgt_t = torch.tensor([tgt_in], device=device)  # (1, T)
+    inter = model(src_t, tgt_t, iv, need_intermediates=True).intermediates  # the one pass: every layer's input rows
+
+    src, tgt = a.source.tokens, a.tgt_in_tokens
+    q_tokens, k_tokens = {"enc_self": (src, src), "dec_self": (tgt, tgt), "cross": (tgt, src)}[kind]
+    if not 0 <= query < len(q_tokens):
+        raise ValueError(f"query {query} is out of range: {kind} has {len(q_tokens)} query tokens (count from 0)")
+    reasons = a.maps.masks[kind].reasons  # (Q, K) int8, the model's mask rule (model.records.cell_reasons)
+    mask = torch.from_numpy(reasons != VISIBLE).to(device)  # (Q, K) True = hidden
+    opts = {"temperature": iv.temperature, "need_weights": True}
+
+    def sub_layer(mha: MultiHeadAttention, norm, resid_all: Tensor, kv_x: Tensor, rows_mask: Tensor, hm) -> Tensor:
+        """The module's own call for the query row ``query``: ``(D,)``; ``resid_all (T_q, D)``."""
+        h = norm.pre(resid_all[None, query : query + 1])  # (1, 1, D)
+        out, _, _ = mha(h, kv_x[None], ~rows_mask[query][None, None, None], head_mask=hm, **opts)
+        return out[0, 0]  # (D,)
+
+    if kind == "enc_self":
+        lay: EncoderLayer = model.encoder[layer]
+        resid_all = inter["enc_in" if layer == 0 else f"enc_layer_{layer - 1}"][0]  # (S, D)
+        mha, norm, next_norm, label = lay.self_attn, lay.self_attn_norm, lay.ff_norm, "feed-forward"
+        kv_x = norm.pre(resid_all)  # (S, D)
+    else:
+        dl: DecoderLayer = model.decoder[layer]
+        y = inter["dec_in" if layer == 0 else f"dec_layer_{layer - 1}"][0]  # (T, D): the decoder layer's input
+        if kind == "dec_self":
+            resid_all, mha, norm, next_norm, label = y, dl.self_attn, dl.self_attn_norm, dl.cross_attn_norm, "cross-attention"
+            kv_x = norm.pre(resid_all)  # (T, D)
+        else:
+            # the decoder state after the self-attention sub-layer: y = post(y + SelfAttn(pre(y))), every row
+            h = dl.self_attn_norm.pre(y)[None]  # (1, T, D)
+            self_mask = torch.from_numpy(a.maps.masks["dec_self"].reasons != VISIBLE).to(device)  # (T, T)
+            hm_self = iv.head_mask("dec_self", layer, cfg.n_heads)
+            a_self, _, _ = dl.self_attn(h, h, ~self_mask[None, None], head_mask=hm_self, **opts)
+            resid_all = dl.self_attn_norm.post(y + a_self[0])  # (T, D)
+            mha, norm, next_norm, label = dl.cross_attn, dl.cross_attn_norm, dl.ff_norm, "feed-forward"
+            kv_x = inter["memory"][0]  # (S, D): keys and values come from the encoder memory
+    hm = iv.head_mask(kind, layer, cfg.n_heads)
+    resid = resid_all[query]  # (D,)
+    x = norm.pre(resid[None])[0]  # (D,)
+    q, k, v, scores, scaled, weights, heads, concat = _by_hand(mha, x, kv_x, mask[query], iv.temperature, hm)
+    attn_out = sub_layer(mha, norm, resid_all, kv_x, mask, hm)  # (D,): the model's own module call
+    added = resid + attn_out  # (D,)
+    if cfg.norm_first:
+        normed, norm_label = next_norm(added), f"pre-LN: the LayerNorm that opens the next sub-layer ({label})"
+    else:
+        normed, norm_label = norm(added), "post-LN: this sub-layer's LayerNorm (Add & Norm); its output is the layer's new state"
+    return HeadTrace(
+        kind=kind,
+        layer=layer,
+        head=head,
+        query=query,
+        d_head=cfg.d_head,
+        temperature=float(iv.temperature),
+        norm_first=cfg.norm_first,
+        q_tokens=list(q_tokens),
+        k_tokens=list(k_tokens),
+        predicted=None if kind == "enc_self" else list(a.tgt_out_tokens),
+        resid=_np(resid),
+        x=_np(x),
+        kv_x=_np(kv_x),
+        q=_np(q[head]),
+        k=_np(k[:, head]),
+        v=_np(v[:, head]),
+        scores=_np(scores[head]),
+        scaled=_np(scaled[head]),
+        mask=reasons[query] != VISIBLE,
+        reasons=reasons[query].astype(np.int8),
+        weights=_np(weights[head]),
+        head_out=_np(heads[head]),
+        heads=_np(heads),
+        ablated_heads=frozenset(h for l, h in a.maps.masks[kind].ablated if l == layer),
+        concat=_np(concat),
+        attn_out=_np(attn_out),
+        added=_np(added),
+        normed=_np(normed),
+        norm_label=norm_label,
+    )
