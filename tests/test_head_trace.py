@@ -1,0 +1,260 @@
+"""``model.trace.head_trace``: one head's numbers for one query are the model's own, to 1e-5.
+
+Checked for all three kinds, with and without masks, temperature and ablation, pre-LN and post-LN:
+the weights are the maps ``analyze`` returns; they are the softmax of the unmasked scaled scores,
+which are q·k_j / (√d_head · τ); the head output is weights @ V; the concatenated heads times W^O is
+the sub-layer output, which equals what the module returned inside a real forward pass (caught with a
+forward hook); the query's input row, the key/value rows, the residual sum and the LayerNorm are the
+tensors the model itself passed between its modules. On the shipped ``reverse`` model (tiny) and on
+random-weight models.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from model.analysis import DecodeSettings, InputError, analyze
+from model.checkpoint import load_checkpoint
+from model.records import FUTURE, HIDDEN, KINDS, VISIBLE, WINDOW, shift_right
+from model.tokenizer import Tokenizer
+from model.trace import HeadTrace, head_trace
+from model.transformer import Interventions, Transformer, TransformerConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+REVERSE = ROOT / "pretrained" / "reverse"
+TEXT = " a b c d e"
+TOL = 1e-5
+
+IVS = {
+    "none": Interventions(),
+    "hidden": Interventions(src_hidden=frozenset({1})),
+    "window": Interventions(window=2),
+    "tau-0.5": Interventions(temperature=0.5),
+    "tau-2": Interventions(temperature=2.0),
+    "ablated": Interventions(ablate=frozenset({(k, 1, 1) for k in KINDS})),
+    "no-causal": Interventions(causal=False),
+    "all-masked": Interventions(src_hidden=frozenset(range(6)), window=1),
+}
+
+
+@pytest.fixture(scope="module")
+def rev():
+    if not (REVERSE / "config.json").exists():
+        pytest.skip(f"no reverse checkpoint at {REVERSE}")
+    return load_checkpoint(REVERSE, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    if not (REVERSE / "vocab.json").exists():
+        pytest.skip(f"no reverse vocabulary at {REVERSE}")
+    return Tokenizer.load(REVERSE / "vocab.json")
+
+
+def random_model(tok: Tokenizer, norm_first: bool) -> Transformer:
+    cfg = TransformerConfig(
+        vocab_size=tok.vocab_size,
+        d_model=16,
+        n_heads=4,
+        d_ff=32,
+        n_enc_layers=2,
+        n_dec_layers=2,
+        dropout=0.0,
+        max_len=24,
+        norm_first=norm_first,
+    )
+    torch.manual_seed(3)
+    return Transformer(cfg).eval()
+
+
+def modules(model: Transformer, kind: str, layer: int):
+    """(attention module, its own SubLayerNorm, the next sub-layer's SubLayerNorm) of ``kind`` in ``layer``."""
+    if kind == "enc_self":
+        lay = model.encoder[layer]
+        return lay.self_attn, lay.self_attn_norm, lay.ff_norm
+    lay = model.decoder[layer]
+    if kind == "dec_self":
+        return lay.self_attn, lay.self_attn_norm, lay.cross_attn_norm
+    return lay.cross_attn, lay.cross_attn_norm, lay.ff_norm
+
+
+def model_tensors(
+    model: Transformer, tok: Tokenizer, text: str, settings: DecodeSettings, iv: Interventions, kind: str, layer: int
+):
+    """What the model's own modules took and gave in one forward pass over the translation (forward hooks):
+    attn ``(args, out)``, own norm and next norm ``[(input, output), ...]`` per call, and the analysis."""
+    a = analyze(model, tok, text, settings, iv)
+    tgt_in, _ = shift_right(a.out_ids, bos_id=model.cfg.bos_id, eos_id=model.cfg.eos_id, max_len=model.cfg.max_len)
+    mha, own, nxt = modules(model, kind, layer)
+    seen = {"attn": [], "own": [], "next": []}
+    hooks = [
+        mha.register_forward_hook(lambda m, args, out: seen["attn"].append((args, out))),
+        own.register_forward_hook(lambda m, args, out: seen["own"].append((args[0], out))),
+        nxt.register_forward_hook(lambda m, args, out: seen["next"].append((args[0], out))),
+    ]
+    try:
+        with torch.inference_mode():
+            model(torch.tensor([a.source.ids]), torch.tensor([tgt_in]), iv)
+    finally:
+        for h in hooks:
+            h.remove()
+    return a, seen
+
+
+def close(a, b, tol: float = TOL) -> None:
+    np.testing.assert_allclose(np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32), atol=tol, rtol=0)
+
+
+def check_trace(model: Transformer, tok: Tokenizer, t: HeadTrace, settings: DecodeSettings, iv: Interventions) -> None:
+    """Every property a HeadTrace promises, against the model's own tensors."""
+    kind, layer, head, query, Dh = t.kind, t.layer, t.head, t.query, t.d_head
+    a, seen = model_tensors(model, tok, TEXT, settings, iv, kind, layer)
+    n_keys = len(t.k_tokens)
+    # shapes and labels
+    D = model.cfg.d_model
+    assert t.x.shape == t.resid.shape == t.concat.shape == t.attn_out.shape == t.added.shape == t.normed.shape == (D,)
+    assert t.q.shape == t.head_out.shape == (Dh,)
+    assert t.k.shape == t.v.shape == (n_keys, Dh)
+    assert t.scores.shape == t.scaled.shape == t.mask.shape == t.weights.shape == t.reasons.shape == (n_keys,)
+    assert all(arr.dtype == np.float32 for arr in (t.x, t.q, t.k, t.v, t.scores, t.scaled, t.weights, t.head_out, t.attn_out))
+    assert t.mask.dtype == bool
+    src, tgt = a.source.tokens, a.tgt_in_tokens
+    assert (t.q_tokens, t.k_tokens) == {"enc_self": (src, src), "dec_self": (tgt, tgt), "cross": (tgt, src)}[kind]
+    assert t.predicted == (None if kind == "enc_self" else a.tgt_out_tokens)
+    assert t.temperature == iv.temperature and t.norm_first == model.cfg.norm_first
+    for arr in (t.x, t.q, t.k, t.v, t.scores, t.scaled, t.weights, t.head_out, t.concat, t.attn_out, t.added, t.normed):
+        assert np.isfinite(arr).all()
+
+    # the weights are the map analyze returns (the model reports zeros for an ablated head)
+    mapped = getattr(a.maps, kind)[layer, head, query]  # (K,)
+    close(mapped, t.weights * (not t.ablated))
+    assert t.ablated == ((kind, layer, head) in iv.ablate)
+    # the mask is the analysis' reason row; masked keys get weight 0 and score -inf
+    assert (t.reasons == a.maps.masks[kind].reasons[query]).all()
+    assert (t.mask == (t.reasons != VISIBLE)).all()
+    assert (t.weights[t.mask] == 0).all()
+    assert np.isneginf(t.masked[t.mask]).all() and (t.masked[~t.mask] == t.scaled[~t.mask]).all()
+    # eq. (1), step by step
+    close(t.scores, t.k @ t.q, 1e-4)
+    close(t.scaled, t.scores / (math.sqrt(Dh) * iv.temperature))
+    if t.mask.all():
+        assert (t.weights == 0).all() and (t.head_out == 0).all()
+    else:
+        e = np.exp(t.scaled[~t.mask] - t.scaled[~t.mask].max())
+        close(t.weights[~t.mask], e / e.sum())
+        close(t.weights.sum(), 1.0)
+    close(t.head_out, t.weights @ t.v)
+    close(t.heads[head], t.head_out)
+    # q, K, V are the module's projections of x and the key/value rows
+    mha, own, nxt = modules(model, kind, layer)
+    (x_q, x_kv, allowed), out = seen["attn"][0][0][:3], seen["attn"][0][1]
+    assert len(seen["attn"]) == 1
+    close(t.x, x_q[0, query])
+    close(t.kv_x, x_kv[0])
+    sl = slice(head * Dh, (head + 1) * Dh)
+    with torch.inference_mode():
+        close(t.q, mha.w_q(x_q[0, query])[sl])
+        close(t.k, mha.w_k(x_kv[0])[:, sl])
+        close(t.v, mha.w_v(x_kv[0])[:, sl])
+        # concat: every head side by side, ablated heads zeroed; W^O of it is the sub-layer output
+        keep = np.array([h not in t.ablated_heads for h in range(t.n_heads)], dtype=np.float32)
+        close(t.concat, (t.heads * keep[:, None]).reshape(-1))
+        close(mha.w_o(torch.from_numpy(t.concat)), t.attn_out)
+    # the model's own mask for this query: the same keys hidden
+    if allowed is None:
+        assert not t.mask.any()
+    else:
+        assert (torch.broadcast_to(allowed, (1, 1, x_q.shape[1], n_keys))[0, 0, query].numpy() == ~t.mask).all()
+    # attn_out is the module's own output inside the real forward pass
+    close(t.attn_out, out[0][0, query])
+    # residual add and LayerNorm: the tensors the model handed its norms
+    if model.cfg.norm_first:
+        (resid_in, x_out), (added_in, normed_out) = seen["own"][0], seen["next"][0]
+        close(t.resid, resid_in[0, query])
+        close(t.x, x_out[0, query])
+        close(t.added, added_in[0, query])
+        close(t.normed, normed_out[0, query])
+    else:
+        added_in, normed_out = seen["own"][0]
+        close(t.resid, t.x)
+        close(t.added, added_in[0, query])
+        close(t.normed, normed_out[0, query])
+    close(t.added, t.resid + t.attn_out)
+
+
+# -- the shipped reverse model ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("iv", ["none", "hidden", "window", "tau-2", "ablated"])
+def test_reverse_model_trace_is_the_models_computation(rev, kind, iv):
+    settings = DecodeSettings()
+    t = head_trace(rev.model, rev.tokenizer, TEXT, kind=kind, layer=1, head=1, query=2, settings=settings, iv=IVS[iv])
+    check_trace(rev.model, rev.tokenizer, t, settings, IVS[iv])
+
+
+def test_reverse_model_reasons_name_the_mask(rev):
+    t = head_trace(rev.model, rev.tokenizer, TEXT, kind="dec_self", layer=0, head=0, query=1)
+    assert list(t.reasons[:2]) == [VISIBLE, VISIBLE] and (t.reasons[2:] == FUTURE).all()
+    assert t.why[0] is None and "causal" in t.why[2]
+    iv = Interventions(src_hidden=frozenset({0}), window=2)
+    t = head_trace(rev.model, rev.tokenizer, TEXT, kind="enc_self", layer=0, head=0, query=3, iv=iv)
+    assert t.reasons[0] == HIDDEN and t.reasons[1] == WINDOW and t.reasons[3] == VISIBLE
+    t = head_trace(rev.model, rev.tokenizer, TEXT, kind="cross", layer=0, head=0, query=0, iv=iv)
+    assert t.reasons[0] == HIDDEN and (t.reasons[1:] == VISIBLE).all()  # no window in cross-attention
+
+
+# -- random-weight models, pre-LN and post-LN -------------------------------------------------------------
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-LN", "post-LN"])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("iv", list(IVS))
+def test_random_model_trace_is_the_models_computation(tok, norm_first, kind, iv):
+    model = random_model(tok, norm_first)
+    settings = DecodeSettings(max_new=5)
+    a = analyze(model, tok, TEXT, settings, IVS[iv])
+    n_q = len(a.source.tokens) if kind == "enc_self" else len(a.tgt_in_tokens)
+    for layer, head, query in {(1, 1, n_q - 1), (0, 2, n_q // 2)}:
+        t = head_trace(model, tok, TEXT, kind=kind, layer=layer, head=head, query=query, settings=settings, iv=IVS[iv])
+        check_trace(model, tok, t, settings, IVS[iv])
+
+
+def test_every_key_masked_gives_zero_weights_not_nan(tok):
+    model = random_model(tok, True)
+    iv = IVS["all-masked"]
+    for kind in ("enc_self", "cross"):
+        t = head_trace(model, tok, TEXT, kind=kind, layer=0, head=0, query=0, settings=DecodeSettings(max_new=3), iv=iv)
+        assert t.mask.all() and (t.weights == 0).all() and (t.head_out == 0).all()
+        assert np.isneginf(t.masked).all() and np.isfinite(t.scaled).all()
+
+
+def test_temperature_divides_the_scaled_scores(rev):
+    t1 = head_trace(rev.model, rev.tokenizer, TEXT, kind="enc_self", layer=0, head=0, query=1)
+    t2 = head_trace(rev.model, rev.tokenizer, TEXT, kind="enc_self", layer=0, head=0, query=1, iv=IVS["tau-2"])
+    close(t1.scores, t2.scores)  # layer 0: the same input rows, so the same raw scores
+    close(t2.scaled, t1.scaled / 2)
+    assert t2.weights.max() < t1.weights.max()  # flatter
+
+
+# -- errors ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(kind="self", layer=0, head=0, query=0), "kind must be one of"),
+        (dict(kind="enc_self", layer=2, head=0, query=0), "layer 2 is out of range"),
+        (dict(kind="cross", layer=-1, head=0, query=0), "layer -1 is out of range"),
+        (dict(kind="dec_self", layer=0, head=2, query=0), "head 2 is out of range"),
+        (dict(kind="enc_self", layer=0, head=0, query=99), "query 99 is out of range"),
+        (dict(kind="cross", layer=0, head=0, query=-1), "query -1 is out of range"),
+    ],
+)
+def test_out_of_range_raises_value_error(rev, kw, words):
+    with pytest.raises(ValueError, match=words):
+        head_trace(rev.model, rev.tokenizer, TEXT, **kw)
+
+
+def test_empty_text_raises_input_error(rev):
+    with pytest.raises(InputError):
+        head_trace(rev.model, rev.tokenizer, "  ", kind="enc_self", layer=0, head=0, query=0)
