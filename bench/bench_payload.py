@@ -21,7 +21,7 @@ from contextlib import contextmanager
 import benchlib as bl
 
 APP = bl.ROOT / "app.py"
-VIEWS = ("translate", "attention", "steps", "masks", "stats", "shapes", "pe")
+VIEWS = ("translate", "attention", "steps", "masks", "stats", "shapes", "positional")  # ui/pages/<view>.py
 
 
 @contextmanager
@@ -63,9 +63,8 @@ def view_payloads(at, text: str, views=VIEWS) -> list[dict]:
     at.text_input(key="sentence").set_value(text)
     rows = []
     for view in views:
-        at.radio(key="view").set_value(view)
         t0 = time.perf_counter()
-        at.run()
+        at.switch_page(f"ui/pages/{view}.py").run()
         dt = time.perf_counter() - t0
         if at.exception:
             raise RuntimeError(f"view {view}: app.py raised: {at.exception[0].message}")
