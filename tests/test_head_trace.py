@@ -11,7 +11,9 @@ random-weight models.
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -56,20 +58,11 @@ def tok() -> Tokenizer:
     return Tokenizer.load(REVERSE / "vocab.json")
 
 
-def random_model(tok: Tokenizer, norm_first: bool) -> Transformer:
-    cfg = TransformerConfig(
-        vocab_size=tok.vocab_size,
-        d_model=16,
-        n_heads=4,
-        d_ff=32,
-        n_enc_layers=2,
-        n_dec_layers=2,
-        dropout=0.0,
-        max_len=24,
-        norm_first=norm_first,
-    )
+def random_model(norm_first: bool) -> Transformer:
+    """The reverse model's shape (vocabulary, 2 + 2 layers), narrower, with random weights."""
+    cfg = TransformerConfig.from_dict(json.loads((REVERSE / "config.json").read_text()))
     torch.manual_seed(3)
-    return Transformer(cfg).eval()
+    return Transformer(replace(cfg, d_model=16, n_heads=4, d_ff=32, max_len=24, norm_first=norm_first)).eval()
 
 
 def modules(model: Transformer, kind: str, layer: int):
@@ -212,7 +205,7 @@ def test_reverse_model_reasons_name_the_mask(rev):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("iv", list(IVS))
 def test_random_model_trace_is_the_models_computation(tok, norm_first, kind, iv):
-    model = random_model(tok, norm_first)
+    model = random_model(norm_first)
     settings = DecodeSettings(max_new=5)
     a = analyze(model, tok, TEXT, settings, IVS[iv])
     n_q = len(a.source.tokens) if kind == "enc_self" else len(a.tgt_in_tokens)
@@ -222,7 +215,7 @@ def test_random_model_trace_is_the_models_computation(tok, norm_first, kind, iv)
 
 
 def test_every_key_masked_gives_zero_weights_not_nan(tok):
-    model = random_model(tok, True)
+    model = random_model(True)
     iv = IVS["all-masked"]
     for kind in ("enc_self", "cross"):
         t = head_trace(model, tok, TEXT, kind=kind, layer=0, head=0, query=0, settings=DecodeSettings(max_new=3), iv=iv)
