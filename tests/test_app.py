@@ -282,7 +282,7 @@ def test_json_export_is_the_whole_analysis(rev):
     assert data["translation"] == a.translation
     L, H = rev.model.cfg.n_enc_layers, rev.model.cfg.n_heads
     assert np.asarray(data["attention"]["enc_self"]).shape == (L, H, len(a.source.ids), len(a.source.ids))
-    assert data["beam"]["best_path"] == a.beam["best_path"]
+    assert data["beam"]["best_path"] == a.beam.best_path
 
 
 # -- Attention -------------------------------------------------------------------------------------------------------

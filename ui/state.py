@@ -14,7 +14,6 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -32,7 +31,7 @@ from model.analysis import (
     word_order_demo,
 )
 from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
-from model.records import KINDS
+from model.records import KINDS, WordOrder, shift_right
 from model.transformer import Interventions
 from ui import catalog, keys
 from viz import stats as vst
@@ -119,13 +118,13 @@ def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Inte
     """Maps of the unchanged model's output, teacher-forced under ``iv``: rows line up with the original maps."""
     m = load_model(path)
     a = run_analysis(path, text, settings)
-    eos, n = m.model.cfg.eos_id, m.model.cfg.max_len
-    tgt_in, tgt_out = ([m.model.cfg.bos_id] + a.out_ids)[:n], (a.out_ids + [eos])[:n]
+    cfg = m.model.cfg
+    tgt_in, tgt_out = shift_right(a.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
     return teacher_forced(m.model, a.source.ids, tgt_in, tgt_out, iv)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def run_word_order(path: str, a: str, b: str) -> dict:
+def run_word_order(path: str, a: str, b: str) -> WordOrder:
     """``model.analysis.word_order_demo``: encoder states of two orderings, with and without positional encoding."""
     m = load_model(path)
     return word_order_demo(m.model, m.tokenizer, a, b)
@@ -174,37 +173,6 @@ class Ctx:
     @property
     def cfg(self):
         return self.loaded.model.cfg
-
-
-class KindMaps(NamedTuple):
-    """One kind's maps with the tokens that label them."""
-
-    attn: np.ndarray  # (L, H, Q, K)
-    q: list[str]  # query tokens (rows)
-    k: list[str]  # key tokens (columns)
-    predicted: list[str] | None  # decoder rows: the token each query predicted; None for the encoder
-
-
-@dataclass(frozen=True)
-class MapSet:
-    """The three kinds of maps of one teacher-forced pass, with the tokens that label their rows and columns."""
-
-    maps: Maps
-    src: list[str]
-    tgt_in: list[str]
-    tgt_out: list[str]
-
-    @classmethod
-    def of(cls, a: Analysis) -> MapSet:
-        return cls(a.maps, a.source.tokens, a.tgt_in_tokens, a.tgt_out_tokens)
-
-    def kind(self, kind: str) -> KindMaps:
-        """The maps of one kind, with their query, key and predicted tokens."""
-        if kind == "enc_self":
-            return KindMaps(self.maps.enc_self, self.src, self.src, None)
-        if kind == "dec_self":
-            return KindMaps(self.maps.dec_self, self.tgt_in, self.tgt_in, self.tgt_out)
-        return KindMaps(self.maps.cross, self.tgt_in, self.src, self.tgt_out)
 
 
 def frame() -> Frame:

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from model.records import MapView
 from ui import catalog, keys
-from viz import attention as va
 from viz import export as vx
 from viz import tokens as vt
 
@@ -26,6 +26,11 @@ class MapCsv(NamedTuple):
     q: list[str]  # row labels: query tokens
     k: list[str]  # column labels: key tokens
     predicted: list[str] | None = None  # decoder rows: the token each query predicted
+
+    @classmethod
+    def of(cls, view: MapView) -> MapCsv:
+        """The map of ``view`` with its tokens."""
+        return cls(view.w, view.q_tokens, view.k_tokens, view.predicted)
 
 
 def show(fig, key: str, *, csv: MapCsv | None = None, on_select=None) -> None:
@@ -141,11 +146,6 @@ def url_radio(label: str, options: dict[str, str], *, key: str, default: str, **
 
 def n_layers_of(cfg, kind: str) -> int:
     return cfg.n_enc_layers if kind == "enc_self" else cfg.n_dec_layers
-
-
-def pick_map(attn: np.ndarray, layer: int, head: int | None) -> np.ndarray:
-    """One head's map ``(Q, K)`` of ``attn (L, H, Q, K)``, or the mean over heads when ``head`` is None."""
-    return attn[layer, head] if head is not None else va.head_average(attn, layer)
 
 
 def head_label(layer: int, head: int | None) -> str:

@@ -7,7 +7,7 @@ import streamlit as st
 
 from model.records import KIND_NAMES
 from ui import keys, state
-from ui.widgets import MapCsv, clicked_cell, head_label, n_layers_of, pick_layer_head, pick_map, show, url_radio
+from ui.widgets import MapCsv, clicked_cell, head_label, n_layers_of, pick_layer_head, show, url_radio
 from viz import attention as va
 from viz import steps as vs
 from viz import tokens as vt
@@ -16,7 +16,6 @@ from viz import tokens as vt
 @st.fragment
 def attention_panel(ctx: state.Ctx) -> None:
     """Mosaics and zoom of one analysis: the kind radio and the toggle rerun only this panel."""
-    ms = state.MapSet.of(ctx.a)
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     with c1:
         kind = url_radio("Attention kind", KIND_NAMES, key=keys.KIND, default="cross", horizontal=True)
@@ -25,10 +24,7 @@ def attention_panel(ctx: state.Ctx) -> None:
     if kind != "enc_self":
         st.caption("Decoder rows read “input → predicted”: the query at input token t is the one that predicted token t + 1.")
     for kd in KIND_NAMES if all_kinds else (kind,):
-        attn, q, k, pred = ms.kind(kd)
-        fig = va.attention_mosaic(
-            attn, q, k, kind=kd, predicted=pred, title=f"{KIND_NAMES[kd]}: every layer (rows) × head (columns)"
-        )
+        fig = va.attention_mosaic(ctx.a.view(kd), title=f"{KIND_NAMES[kd]}: every layer (rows) × head (columns)")
         show(fig, f"mosaic_{kd}")
     st.subheader("Zoom")
     c1, c2 = st.columns([3, 2])
@@ -37,24 +33,21 @@ def attention_panel(ctx: state.Ctx) -> None:
     with c2:
         # off by default: one chart fewer to draw each time the kind changes (the zoom also offers "mean")
         if st.toggle("Mean over heads, per layer", key=keys.LAYER_MEANS, help="What each layer as a whole attends to."):
-            attn, q, k, pred = ms.kind(kind)
-            avg = va.layer_average(attn)  # (L, Q, K)
             st.caption("Each layer's mean over its heads: what the layer as a whole attends to.")
-            fig = va.attention_mosaic(
-                avg[:, None], q, k, kind=kind, predicted=pred, title="Mean over heads, per layer", head_names=["mean"]
-            )
+            fig = va.attention_mosaic(ctx.a.view(kind).layer_means(), title="Mean over heads, per layer")
             show(fig, "layer_average")
 
 
 @st.fragment
 def attention_zoom(ctx: state.Ctx, kind: str) -> None:
     """Zoom on one head (or the mean over heads) of ``kind``: only this reruns when layer or head moves."""
-    attn, q, k, pred = state.MapSet.of(ctx.a).kind(kind)
+    view = ctx.a.view(kind)
+    q, k, pred = view.q_tokens, view.k_tokens, view.predicted
     layer, head = pick_layer_head(n_layers_of(ctx.cfg, kind), ctx.cfg.n_heads)
-    w = pick_map(attn, layer, head)
+    zoom = view.map(layer, head)
+    w = zoom.w
     title = f"{KIND_NAMES[kind]}, {head_label(layer, head)}"
-    fig = va.attention_heatmap(w, q, k, title=title, kind=kind, predicted=pred, layer=layer, head=head)
-    show(fig, keys.ZOOM_CHART, csv=MapCsv(w, q, k, pred), on_select="rerun")
+    show(va.attention_heatmap(zoom, title=title), keys.ZOOM_CHART, csv=MapCsv.of(zoom), on_select="rerun")
     cell = clicked_cell(keys.ZOOM_CHART, *w.shape)
     if cell is None:
         st.caption("Click a cell to see what its query attends to in every head of this layer.")
@@ -65,7 +58,7 @@ def attention_zoom(ctx: state.Ctx, kind: str) -> None:
         f"Query {qi} **{query}** gives key {ki} **{vt.display([k[ki]])[0]}** weight **{w[qi, ki]:.3f}** "
         f"({head_label(layer, head)}). Its whole row, in every head of layer {layer + 1}:"
     )
-    row = attn[layer, :, qi, :]  # (H, K): this query's weights in each head
+    row = view.attn[layer, :, qi, :]  # (H, K): this query's weights in each head
     fig = vs.step_attention(row, k, title=f"Query {qi} ({query}), layer {layer + 1}", query=q[qi], layer=layer)
     show(fig, "zoom_row", csv=MapCsv(row, [f"head {h + 1}" for h in range(row.shape[0])], k))
 

@@ -8,10 +8,10 @@ import difflib
 import streamlit as st
 
 from model.analysis import Analysis
-from model.records import KIND_NAMES, KINDS
+from model.records import KIND_NAMES, KINDS, attention_view
 from model.transformer import Interventions
 from ui import keys, state
-from ui.widgets import MapCsv, chips, head_label, n_layers_of, pick_layer_head, pick_map, show, text_box
+from ui.widgets import MapCsv, chips, head_label, n_layers_of, pick_layer_head, show, text_box
 from viz import attention as va
 from viz import tokens as vt
 
@@ -116,30 +116,15 @@ def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) ->
     a = ctx.a
     kind = st.radio("Attention kind", KINDS, format_func=KIND_NAMES.get, key=keys.MASK_KIND, horizontal=True, index=2)
     layer, head = pick_layer_head(n_layers_of(ctx.cfg, kind), ctx.cfg.n_heads)
-    w0_all, q0, k0, p0 = state.MapSet.of(a).kind(kind)
-    w1_all, q1, k1, p1 = state.MapSet.of(after).kind(kind)
-    w0, w1 = pick_map(w0_all, layer, head), pick_map(w1_all, layer, head)
-    ablated = {(l, h) for k, l, h in iv.ablate if k == kind}
-    head_off = head is not None and (layer, head) in ablated
+    after_all = after.view(kind)  # every layer and head, with the cells the interventions hid
+    before, after_map = a.view(kind).map(layer, head), after_all.map(layer, head)
+    head_off = head is not None and (layer, head) in after_all.ablated
     label = head_label(layer, head)
     c1, c2 = st.columns(2)
     with c1:
-        fig = va.attention_heatmap(w0, q0, k0, title=f"Before: {label}", kind=kind, predicted=p0, layer=layer, head=head)
-        show(fig, "mask_before", csv=MapCsv(w0, q0, k0, p0))
+        show(va.attention_heatmap(before, title=f"Before: {label}"), "mask_before", csv=MapCsv.of(before))
     with c2:
-        fig = va.attention_heatmap(
-            w1,
-            q1,
-            k1,
-            title=f"After: {label}",
-            kind=kind,
-            predicted=p1,
-            layer=layer,
-            head=head,
-            interventions=after.interventions,
-            ablated=head_off,
-        )
-        show(fig, "mask_after", csv=MapCsv(w1, q1, k1, p1))
+        show(va.attention_heatmap(after_map, title=f"After: {label}"), "mask_after", csv=MapCsv.of(after_map))
     if head_off:
         st.caption(
             "This head is switched off: its output is replaced by zeros before W^O, so what it would attend to no longer matters."
@@ -157,22 +142,17 @@ def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) ->
             )
     with d1:
         if same:
-            wt, title = w1, f"After − before: {KIND_NAMES[kind]}, {label}"
+            changed, title = after_map, f"After − before: {KIND_NAMES[kind]}, {label}"
         else:
             tf = state.run_forced_original(ctx.path, ctx.text, ctx.settings, iv)
-            wt = pick_map(state.MapSet(tf, a.source.tokens, a.tgt_in_tokens, a.tgt_out_tokens).kind(kind).attn, layer, head)
+            forced = attention_view(tf, kind, src=a.source.tokens, tgt_in=a.tgt_in_tokens, tgt_out=a.tgt_out_tokens)
+            changed = forced.map(layer, head)  # the original output's rows, under the changed model
             title = f"Changed model on the original output − before: {label}"
-        show(
-            va.difference_heatmap(w0, wt, q0, k0, title=title, kind=kind, predicted=p0),
-            "mask_diff",
-            csv=MapCsv(wt - w0, q0, k0, p0),
-        )
+        diff = MapCsv(changed.w - before.w, before.q_tokens, before.k_tokens, before.predicted)
+        show(va.difference_heatmap(before, changed, title=title), "mask_diff", csv=diff)
 
     if st.toggle("After: every layer and head of this kind", key=keys.MASK_MOSAIC_ON):
-        fig = va.attention_mosaic(
-            w1_all, q1, k1, kind=kind, predicted=p1, title=f"After: {KIND_NAMES[kind]}", interventions=after.interventions
-        )
-        show(fig, "mask_mosaic")
+        show(va.attention_mosaic(after_all, title=f"After: {KIND_NAMES[kind]}"), "mask_mosaic")
 
 
 if (ctx := state.page_context()) is not None:

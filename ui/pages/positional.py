@@ -53,10 +53,10 @@ def word_order(path: str) -> None:
     m1, m2 = st.columns(2)
     m1.metric(
         "Largest difference, PE off",
-        f"{demo['pe_off']['max_diff']:.2e}",
+        f"{demo.pe_off.max_diff:.2e}",
         help="max |enc(B)[i] − enc(A)[perm i]|: 0 up to float error",
     )
-    m2.metric("Largest difference, PE on", f"{demo['pe_on']['max_diff']:.3f}")
+    m2.metric("Largest difference, PE on", f"{demo.pe_on.max_diff:.3f}")
     st.caption(
         "Without positional encoding each word of B gets exactly the vector the same word had in A: the encoder is "
         "permutation-equivariant and cannot tell who bites whom. With it, the vectors differ."

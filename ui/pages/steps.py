@@ -10,8 +10,9 @@ import pandas as pd
 import streamlit as st
 
 from model.analysis import InputError
+from model.records import attention_view, trace_view
 from ui import keys, state
-from ui.widgets import MapCsv, chips, clicked_point, head_label, head_slider, pick_layer_head, pick_map, show, slider_or_fixed
+from ui.widgets import MapCsv, chips, clicked_point, head_label, head_slider, pick_layer_head, show, slider_or_fixed
 from viz import attention as va
 from viz import steps as vs
 from viz import tokens as vt
@@ -26,11 +27,10 @@ def render(ctx: state.Ctx) -> None:
     playing = st.session_state.get(keys.PLAYING, False)
     st.fragment(run_every=PLAY_SECONDS if playing else None)(steps_fragment)(ctx)
     st.markdown("**Encoder self-attention** (the same at every step: the source is encoded once)")
-    attn, q, k, _ = state.MapSet.of(ctx.a).kind("enc_self")
-    show(va.attention_mosaic(attn, q, k, kind="enc_self", title="Encoder self-attention: layer × head"), "steps_enc")
+    show(va.attention_mosaic(ctx.a.view("enc_self"), title="Encoder self-attention: layer × head"), "steps_enc")
     if ctx.a.beam:
         st.subheader("Beam search tree")
-        show(vs.beam_tree(ctx.a.beam["nodes"], ctx.a.beam["best_path"]), "steps_beam_tree")
+        show(vs.beam_tree(ctx.a.beam), "steps_beam_tree")
     reference_section(ctx)
 
 
@@ -149,7 +149,7 @@ def steps_fragment(ctx: state.Ctx) -> None:
         title = f"Top {len(v.candidates)} next pieces" + (" (you forced another one)" if v.forced else "")
         prefix = tuple(s.chosen for s in trace[:t])
         show(
-            vs.candidates_bar(v.candidates, v.chosen, title=title, forced=v.forced),
+            vs.candidates_bar(v, title=title),
             keys.CANDIDATES_CHART,
             on_select=partial(force_from_chart, ctx, prefix, v.candidates),
         )
@@ -199,20 +199,10 @@ def steps_fragment(ctx: state.Ctx) -> None:
 
 def mosaics_so_far(ctx: state.Ctx, trace: list, t: int) -> None:
     """Cross- and causal self-attention of every layer and head for the steps up to ``t``."""
-    v = trace[t]
-    L, H, S = v.cross_attn.shape
-    cross_so_far = np.stack([s.cross_attn for s in trace[: t + 1]], axis=2)  # (L, H, t + 1, S)
-    self_so_far = np.zeros((L, H, t + 1, t + 1), dtype=np.float32)
-    for i, s in enumerate(trace[: t + 1]):
-        self_so_far[:, :, i, : i + 1] = s.self_attn  # row i: the query at step i over the prefix <bos>..y_i
-    predicted = [s.chosen_token for s in trace[: t + 1]]
+    steps, src = trace[: t + 1], ctx.a.source.tokens  # row i: the query at step i
     # Full width, one under the other: with few rows so far, half a page is too narrow for the tiles' labels.
-    fig = va.attention_mosaic(
-        cross_so_far, v.prefix_tokens, ctx.a.source.tokens, kind="cross", predicted=predicted, title="Cross-attention"
-    )
-    show(fig, "steps_cross_mosaic")
-    title = "Decoder causal self-attention"
-    fig = va.attention_mosaic(self_so_far, v.prefix_tokens, v.prefix_tokens, kind="dec_self", predicted=predicted, title=title)
+    show(va.attention_mosaic(trace_view(steps, "cross", src), title="Cross-attention"), "steps_cross_mosaic")
+    fig = va.attention_mosaic(trace_view(steps, "dec_self", src), title="Decoder causal self-attention")
     show(fig, "steps_self_mosaic")
 
 
@@ -244,14 +234,14 @@ def reference_fragment(ctx: state.Ctx, ref: str) -> None:
     with c[1]:
         head = head_slider("Head ", ctx.cfg.n_heads, key=keys.REF_HEAD)
     c1, c2 = st.columns(2)
-    for col, maps_, q, pred, name, key in (
-        (c1, a.maps, a.tgt_in_tokens, a.tgt_out_tokens, "Free-running (model's own output)", "ref_free"),
-        (c2, maps, tgt_in, tgt_out, "Teacher-forced reference", "ref_forced"),
+    reference = attention_view(maps, "cross", src=src, tgt_in=tgt_in, tgt_out=tgt_out)
+    for col, view, name, key in (
+        (c1, a.view("cross"), "Free-running (model's own output)", "ref_free"),
+        (c2, reference, "Teacher-forced reference", "ref_forced"),
     ):
-        w = pick_map(maps_.cross, layer, head)
+        one = view.map(layer, head)
         with col:
-            fig = va.attention_heatmap(w, q, src, title=f"{name}, {head_label(layer, head)}", kind="cross", predicted=pred)
-            show(fig, key, csv=MapCsv(w, q, src, pred))
+            show(va.attention_heatmap(one, title=f"{name}, {head_label(layer, head)}"), key, csv=MapCsv.of(one))
     probs = pd.DataFrame({"reference piece": vt.display(tgt_out), "model's probability": maps.next_probs})
     st.caption(f"How likely the model finds each reference piece (mean {float(maps.next_probs.mean()):.3f}):")
     st.dataframe(probs.T, width="stretch")

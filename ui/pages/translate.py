@@ -59,9 +59,9 @@ def render(ctx: state.Ctx) -> None:
 
     if a.beam:
         st.subheader("Beam search")
-        hyp = pd.DataFrame(a.beam["hypotheses"], columns=["hypothesis", "score (log-prob / length penalty)"])
+        hyp = pd.DataFrame(a.beam.hypotheses, columns=["hypothesis", "score (log-prob / length penalty)"])
         st.dataframe(hyp, width="stretch")
-        show(vs.beam_tree(a.beam["nodes"], a.beam["best_path"]), "beam_tree")
+        show(vs.beam_tree(a.beam), "beam_tree")
 
     download(
         "Whole analysis (JSON)", partial(state.analysis_json, a), "attention-analysis.json", "application/json", kind="secondary"
