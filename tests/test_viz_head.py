@@ -131,6 +131,16 @@ def test_scores_figure_raw_scaled_and_minus_infinity_with_reasons(tau):
     assert list(fig.layout.xaxis.ticktext) == ticks(TGT)
 
 
+def test_scores_table_has_minus_infinity_and_the_reason():
+    t = make_trace("enc_self", MASKED, tau=2.0)
+    df = vh.scores_table(t)
+    assert list(df.columns) == ["key", "token", "q·k", "÷ √4 · 2", "softmax input", "weight", "masked because"]
+    assert list(df["token"]) == display(SRC)
+    assert np.isneginf(df["softmax input"][[1, 3]]).all() and (df["softmax input"][[0, 2, 4]] == t.scaled[[0, 2, 4]]).all()
+    assert df["weight"].sum() == pytest.approx(1, abs=1e-6) and (df["weight"][[1, 3]] == 0).all()
+    assert list(df["masked because"]) == ["", REASONS[HIDDEN], "", REASONS[WINDOW], ""]
+
+
 def test_scores_figure_without_mask_has_no_minus_infinity():
     fig = vh.scores_figure(make_trace("cross"))
     assert len(fig.data) == 2 and not np.isnan(np.asarray(fig.data[1].y, dtype=float)).any()

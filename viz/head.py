@@ -5,6 +5,7 @@ Each figure draws what ``model.trace.head_trace`` computed and works nothing out
     vector_strip      named vectors of one length as rows of a heatmap, dimension index on x
     input_figure      the query's residual-stream row and its LayerNorm x (what W^Q multiplies)
     kv_figure         q on top of the keys K, or the values V: (n_keys x d_head), rows labelled with tokens
+    scores_table      the same per key as a table: token, q·k_j, scaled, softmax input (−∞ when masked), weight, why
     scores_figure     q·k_j, then ÷ (√d_head · τ) with the mask: −∞ drawn as such, the reason in hover
     weights_figure    the softmax weights as bars; the title gives their sum (1, or 0 with every key masked)
     weighted_sum_figure   w_j v_j per key and their sum, the head's output (eq. 1)
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from model.records import KIND_NAMES, REASONS, VISIBLE
@@ -198,6 +200,23 @@ def kv_figure(t: HeadTrace, which: str, *, title: str | None = None) -> go.Figur
 
 
 # -- scores and weights ----------------------------------------------------------------------------------
+def scores_table(t: HeadTrace) -> pd.DataFrame:
+    """One row per key: position, token, q·k, scaled, softmax input (−∞ on masked keys), weight, and why
+    a key is masked (empty when it is visible). The weight column sums to 1 (0 with every key masked)."""
+    _check(t)
+    return pd.DataFrame(
+        {
+            "key": np.arange(len(t.k_tokens)),
+            "token": display(t.k_tokens),
+            "q·k": t.scores,
+            f"÷ √{t.d_head}" + (f" · {t.temperature:g}" if t.temperature != 1 else ""): t.scaled,
+            "softmax input": t.masked,
+            "weight": t.weights,
+            "masked because": [w or "" for w in t.why],
+        }
+    )
+
+
 def scores_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
     """Per key, the raw score q·k_j and the softmax input q·k_j / (√d_head · τ), with the mask.
 

@@ -1,0 +1,160 @@
+"""The "Inside one head" page (ui/pages/head.py) run headless with ``streamlit.testing.v1.AppTest``.
+
+The figures the page hands to the browser (read back from the chart protos as JSON) carry the model's
+numbers: the weights bar sums to 1 and equals the head's map in ``analyze``; masked keys get weight 0
+and a score of −∞ with the reason; an intervention picked on the page shows up in the numbers. The page
+runs on its own (``AppTest.from_file`` of the page with the frame preset, as app.py sets it) and, once
+it is in the app's navigation (``ui.catalog.PAGES``), inside the app. On the small ``reverse`` checkpoint.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", ROOT / "pretrained"))
+REVERSE = MODELS / "reverse"
+PAGE = str(ROOT / "ui" / "pages" / "head.py")
+TIMEOUT = 180  # seconds per script run: the first one loads the model
+
+if not (REVERSE / "config.json").exists():
+    pytest.skip(f"no reverse checkpoint at {REVERSE}", allow_module_level=True)
+
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from model.analysis import DecodeSettings, analyze  # noqa: E402
+from model.checkpoint import load_checkpoint  # noqa: E402
+from model.transformer import Interventions  # noqa: E402
+from ui import catalog, keys, state  # noqa: E402
+
+SENTENCE = " a b c d e"
+
+
+@pytest.fixture(scope="module")
+def rev():
+    return load_checkpoint(REVERSE, device="cpu")
+
+
+def decode(v) -> np.ndarray:
+    """A plotly JSON array: a list (None = NaN) or a typed array {"dtype", "bdata", "shape"}."""
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        return a.reshape([int(s) for s in str(v["shape"]).split(",")]) if "shape" in v else a
+    return np.array([np.nan if x is None else x for x in v], dtype=float)
+
+
+def chart(at: AppTest, title_part: str) -> dict:
+    figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    found = [f for f in figs if title_part in f["layout"].get("title", {}).get("text", "")]
+    assert found, f"no chart titled …{title_part}…; titles: {[f['layout'].get('title', {}).get('text') for f in figs]}"
+    return found[0]
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not [e.value for e in at.error], [e.value for e in at.error]
+    return at
+
+
+def open_page(**params) -> AppTest:
+    """Run the page once, with the frame app.py would set (reverse model, greedy) and these URL parameters."""
+    at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
+    at.session_state[keys.FRAME] = state.Frame(str(REVERSE), SENTENCE, DecodeSettings())
+    for k, v in params.items():
+        at.query_params[k] = str(v)
+    return ok(at.run())
+
+
+def weights_and_scores(at: AppTest) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The weights bar's values, the scaled-score bars (NaN where −∞) and the scores figure."""
+    w = decode(chart(at, "Softmax weights")["data"][0]["y"]).astype(float)
+    scores = chart(at, "Scores q")
+    return w, decode(scores["data"][1]["y"]).astype(float), scores
+
+
+def minus_inf_keys(scores: dict) -> list[int]:
+    """Keys the scores figure draws as −∞."""
+    inf = [tr for tr in scores["data"] if tr.get("name", "").startswith("masked")]
+    if not inf:
+        return []
+    assert set(inf[0]["text"]) == {"\u2212\u221e"}
+    return [int(x) for x in decode(inf[0]["x"])]
+
+
+@pytest.mark.parametrize("kind, layer, head, query", [("enc_self", 1, 1, 2), ("dec_self", 2, 2, 1), ("cross", 1, 2, 3)])
+def test_page_weights_are_the_models_and_sum_to_one(rev, kind, layer, head, query):
+    at = open_page(kind=kind, layer=layer, trace_head=head, query=query)
+    w, scaled, scores = weights_and_scores(at)
+    assert abs(w.sum() - 1) < 1e-5
+    a = analyze(rev.model, rev.tokenizer, SENTENCE)
+    np.testing.assert_allclose(w, getattr(a.maps, kind)[layer - 1, head - 1, query], atol=1e-5)
+    masked = minus_inf_keys(scores)
+    if kind == "dec_self":  # the causal mask: every key after the query
+        assert masked == list(range(query + 1, len(a.tgt_in_tokens)))
+        assert all("causal" in cd[1] for cd in scores["data"][2]["customdata"])
+    else:
+        assert masked == []
+    assert (w[masked] == 0).all() and np.isnan(scaled[masked]).all() and not np.isnan(np.delete(scaled, masked)).any()
+    assert "sum = 1.000" in chart(at, "Softmax weights")["layout"]["title"]["text"]
+
+
+def test_page_shows_every_stage_for_cross_attention():
+    at = open_page(kind="cross", query=1)
+    for title in ("input row x", "keys K", "values V", "Scores q", "Softmax weights", "Head output", "Concatenate the heads"):
+        chart(at, title)
+    assert "encoder memory" in chart(at, "keys K")["layout"]["title"]["text"]
+    text = " ".join(m.value for m in at.markdown)
+    assert "q comes from the decoder state" in text and "softmax(QKᵀ/√d_k)" in text
+    assert len(at.dataframe) == 1
+
+
+def test_hidden_token_and_temperature_show_up_in_the_numbers(rev):
+    at = open_page(kind="enc_self", layer=1, trace_head=1, query=3)
+    at.multiselect(key="trace_hide").set_value([1]).run()
+    at.slider(key="trace_temp").set_value(2.0).run()
+    ok(at)
+    w, scaled, scores = weights_and_scores(at)
+    assert minus_inf_keys(scores) == [1] and w[1] == 0 and abs(w.sum() - 1) < 1e-5
+    iv = Interventions(src_hidden=frozenset({1}), temperature=2.0)
+    a = analyze(rev.model, rev.tokenizer, SENTENCE, iv=iv)
+    np.testing.assert_allclose(w, a.maps.enc_self[0, 0, 3], atol=1e-5)
+    assert "hidden" in scores["data"][2]["customdata"][0][1]
+    assert "τ = 2" in scores["layout"]["title"]["text"]
+
+
+def test_switching_the_head_off_zeroes_its_block_of_the_concatenation(rev):
+    at = open_page(kind="cross", layer=2, trace_head=2, query=0)
+    at.toggle(key="trace_off").set_value(True).run()
+    ok(at)
+    z = decode(chart(at, "Concatenate the heads")["data"][0]["z"])
+    dh = rev.model.cfg.d_head
+    assert (z[0, dh : 2 * dh] == 0).all() and (z[0, :dh] != 0).any()
+    assert "switched off" in chart(at, "Softmax weights")["layout"]["title"]["text"]
+
+
+def test_a_query_past_a_shorter_output_is_moved_inside_it():
+    at = open_page(kind="enc_self", query=5)
+    assert at.select_slider(key="query").value == 5
+    at.radio(key=keys.KIND).set_value("dec_self").run()
+    ok(at)
+    assert at.select_slider(key="query").value < 6
+
+
+@pytest.mark.skipif(
+    "head" not in catalog.PAGE_BY_PATH, reason="ui/pages/head.py is not in the app's navigation (ui.catalog.PAGES) yet"
+)
+def test_page_inside_the_app(monkeypatch):
+    monkeypatch.setenv("ATTENTION_EXPLORER_DEBUG", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["model"] = "reverse"
+    at.query_params["sentence"] = SENTENCE
+    ok(at.run())
+    ok(at.switch_page("ui/pages/head.py").run())
+    w, _, _ = weights_and_scores(at)
+    assert abs(w.sum() - 1) < 1e-5

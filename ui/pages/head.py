@@ -1,0 +1,170 @@
+"""Inside one head (/head): one head's computation for one query token, with this input's real numbers.
+
+Pick a kind, layer, head and query; the page walks through eq. (1) of the paper, softmax(QKᵀ/√d_k)V,
+stage by stage: the query's input row x, q = x W^Q, the keys K and values V, the scores q·k_j, the
+scaling by √d_head (and τ), the mask (−∞, and why), the softmax weights, their weighted sum of the
+values, and then the heads concatenated, projected by W^O, added to the residual stream and
+LayerNorm'd (sections 3.2.2 and 3.1). Every number comes from ``model.trace.head_trace``: one traced
+forward pass of the same model over the same translation the other pages show.
+"""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from model.analysis import DecodeSettings
+from model.records import KIND_NAMES
+from model.trace import HeadTrace, head_trace
+from model.transformer import Interventions
+from ui import keys, state
+from ui.widgets import n_layers_of, show, slider_or_fixed, table_height, url_radio
+from viz import head as vh
+from viz import tokens as vt
+
+# The page's own widget keys (session state; those bound to the URL are query parameters too).
+TRACE_HEAD = "trace_head"  # URL: the head, counted from 1
+TRACE_QUERY = "query"  # URL: the query token's position, counted from 0
+TRACE_HIDE = "trace_hide"  # what-if: hidden source positions
+TRACE_WINDOW = "trace_window"  # what-if: local window of self-attention (0 = off)
+TRACE_TEMP = "trace_temp"  # what-if: attention temperature τ
+TRACE_OFF = "trace_off"  # what-if: switch the traced head off
+
+KIND_WHERE = {
+    "enc_self": "q, K and V all come from the encoder's rows of the source sentence: each source token reads the source.",
+    "dec_self": "q, K and V all come from the decoder's rows of the output so far; the causal mask hides later tokens.",
+    "cross": "**q comes from the decoder state** (the output token being written), **K and V from the encoder memory** "
+    "(the source sentence): this is where the decoder looks up the source.",
+}
+
+
+@st.cache_data(show_spinner="Tracing one head…", max_entries=64, hash_funcs=state.IV_HASH)
+def run_head_trace(
+    path: str, text: str, settings: DecodeSettings, iv: Interventions, kind: str, layer: int, head: int, query: int
+) -> HeadTrace:
+    """``model.trace.head_trace`` of one input, kind, layer, head and query (0-based) under ``settings`` and ``iv``."""
+    m = state.load_model(path)
+    return head_trace(m.model, m.tokenizer, text, kind=kind, layer=layer, head=head, query=query, settings=settings, iv=iv)
+
+
+def clamped_slider(label: str, n: int, *, key: str, **kw) -> int:
+    """A 1..n slider bound to the URL whose kept value is moved inside the range when n shrinks."""
+    if st.session_state.get(key, 1) > n:
+        st.session_state[key] = n
+    return slider_or_fixed(label, 1, n, key=key, **kw)
+
+
+def what_if(ctx: state.Ctx, kind: str, layer: int, head: int) -> Interventions:
+    """The page's interventions: hidden source tokens, a local window, the temperature, this head off."""
+    src = vt.display(ctx.a.source.tokens)
+    with st.expander("What if… (interventions: the numbers below follow them)"):
+        c1, c2 = st.columns(2)
+        hide = c1.multiselect("Hide source tokens", list(range(len(src))), format_func=lambda i: f"{i}: {src[i]}", key=TRACE_HIDE)
+        widest = max(len(src), len(ctx.a.tgt_in_tokens))  # a window this wide hides nothing
+        window = c1.slider("Local window of self-attention (0 = off)", 0, widest, 0, key=TRACE_WINDOW)
+        tau = c2.slider("Attention temperature τ", 0.25, 4.0, 1.0, 0.05, key=TRACE_TEMP, help="softmax(QKᵀ / (√d_head · τ))")
+        off = c2.toggle("Switch this head off", key=TRACE_OFF, help="Its output is replaced by zeros before W^O.")
+    return Interventions(
+        src_hidden=frozenset(hide),
+        window=window or None,
+        temperature=float(tau),
+        ablate=frozenset({(kind, layer, head)}) if off else frozenset(),
+    )
+
+
+def pick(ctx: state.Ctx) -> tuple[str, int, int, Interventions, int]:
+    """Kind, layer, head (0-based), the interventions and the query position picked on the page."""
+    cfg = ctx.cfg
+    kind = url_radio("Attention kind", KIND_NAMES, key=keys.KIND, default="cross", horizontal=True)
+    c1, c2 = st.columns(2)
+    with c1:
+        layer = clamped_slider("Layer", n_layers_of(cfg, kind), key=keys.LAYER, bind="query-params") - 1
+    with c2:
+        head = clamped_slider("Head", cfg.n_heads, key=TRACE_HEAD, bind="query-params") - 1
+    iv = what_if(ctx, kind, layer, head)
+    a = state.run_analysis(ctx.path, ctx.text, ctx.settings, iv)  # the translation the trace follows
+    rows = vt.row_labels(a.source.tokens) if kind == "enc_self" else vt.row_labels(a.tgt_in_tokens, a.tgt_out_tokens)
+    return kind, layer, head, iv, pick_query(rows, "" if kind == "enc_self" else " (decoder input → the token it predicted)")
+
+
+def pick_query(rows: list[str], note: str) -> int:
+    """The query position (0-based) on a slider of its token labels; the URL keeps the position (``?query=3``).
+
+    ``bind="query-params"`` would write the label, so the URL is read when the widget has no value yet and
+    written back after every run; a position past the end (a shorter input or output) moves to the last one.
+    """
+    if TRACE_QUERY not in st.session_state:
+        param = st.query_params.get(TRACE_QUERY, "0")
+        st.session_state[TRACE_QUERY] = int(param) if param.isdigit() else 0
+    st.session_state[TRACE_QUERY] = min(st.session_state[TRACE_QUERY], len(rows) - 1)
+    if len(rows) == 1:
+        st.caption(f"Query token: {rows[0]}")
+        query = 0
+    else:
+        query = st.select_slider("Query token" + note, list(range(len(rows))), format_func=rows.__getitem__, key=TRACE_QUERY)
+    if query == 0:
+        st.query_params.pop(TRACE_QUERY, None)
+    elif st.query_params.get(TRACE_QUERY) != str(query):
+        st.query_params[TRACE_QUERY] = str(query)
+    return query
+
+
+def render(ctx: state.Ctx) -> None:
+    kind, layer, head, iv, query = pick(ctx)
+    t = run_head_trace(ctx.path, ctx.text, ctx.settings, iv, kind, layer, head, query)
+    D, Dh, H = t.x.shape[0], t.d_head, t.n_heads
+    st.markdown(f"**{vh.where(t)}**, {vh.query_name(t)}. {KIND_WHERE[kind]}")
+
+    st.subheader("1 · The query's input row x")
+    if t.norm_first:
+        st.markdown(f"The row of the residual stream at the query ({D} numbers), normalised first (pre-LN): x = LayerNorm(row).")
+    else:
+        st.markdown(f"The row of the residual stream at the query ({D} numbers); post-LN: it goes into attention as it is.")
+    show(vh.input_figure(t), "head_input")
+
+    st.subheader("2 · q, K and V: three projections")
+    st.markdown(
+        f"q = x W^Q, k_j = x_j W^K, v_j = x_j W^V (plus a bias each): this head's {Dh} of the {D} columns of each "
+        f"projection (d_head = d_model / h = {D} / {H}). One q for the query, a k and a v for every key."
+    )
+    c1, c2 = st.columns(2)
+    with c1:
+        show(vh.kv_figure(t, "k"), "head_keys")
+    with c2:
+        show(vh.kv_figure(t, "v"), "head_values")
+
+    st.subheader("3 · Scores, scaled, masked")
+    scale = f"√{Dh} = {math.sqrt(Dh):.3g}" + (f", times τ = {t.temperature:g}" if t.temperature != 1 else "")
+    st.markdown(
+        f"One row of QKᵀ: the dot product q·k_j with every key, divided by √d_k ({scale}) so the softmax does not "
+        "saturate as d_k grows (eq. 1). Keys the query may not read get −∞, so the softmax gives them weight 0."
+    )
+    show(vh.scores_figure(t), "head_scores")
+    df = vh.scores_table(t)
+    st.dataframe(df, hide_index=True, height=table_height(df))
+
+    st.subheader("4 · Softmax: the attention weights")
+    st.markdown("softmax(QKᵀ/√d_k) for this query: e^score / Σ e^score over the keys it may read. The weights sum to 1.")
+    if t.mask.all():
+        st.info("Every key is masked: this query reads nothing, its weights are all 0 and the head's output is zero.")
+    show(vh.weights_figure(t), "head_weights")
+
+    st.subheader("5 · The weighted sum of the values")
+    st.markdown("softmax(QKᵀ/√d_k) V: the head's output is Σ_j w_j v_j, a mix of the value rows by weight.")
+    show(vh.weighted_sum_figure(t), "head_sum")
+
+    st.subheader("6 · Concatenate, project, add, normalise")
+    layer_norm = "LayerNorm(x + Sublayer(x)) (post-LN, the paper)" if not t.norm_first else "x + Sublayer(LayerNorm(x)) (pre-LN)"
+    st.markdown(
+        f"MultiHead = Concat(head_1, …, head_{H}) W^O (section 3.2.2): the {H} heads' outputs side by side "
+        f"({H} × {Dh} = {D} numbers), times W^O. The residual connection adds the result to the row (section 3.1): "
+        f"{layer_norm}. Last row: {t.norm_label}."
+    )
+    if t.ablated:
+        st.caption("This head is switched off: its block of the concatenation is zero, whatever it attended to.")
+    show(vh.output_figure(t), "head_output")
+
+
+if (ctx := state.page_context()) is not None:
+    render(ctx)
