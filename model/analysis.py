@@ -29,6 +29,7 @@ from model.records import (
     KindMask,
     Maps,
     Source,
+    Stage,
     StepView,
     WordOrder,
     kind_masks,
@@ -44,6 +45,7 @@ __all__ = [  # the records are re-exported: ``from model.analysis import Maps`` 
     "InputError",
     "Maps",
     "Source",
+    "Stage",
     "StepView",
     "WordOrder",
     "analyze",
@@ -153,9 +155,9 @@ def teacher_forced(
     )
 
 
-def data_flow(cfg: TransformerConfig, S: int, T: int) -> list[tuple[str, tuple[int, ...], str]]:
-    """Every stage of one forward pass with a source of S and a decoder input of T tokens, batch of one,
-    as (name, shape, meaning), in order: what the app's "Shapes" view lists.
+def data_flow(cfg: TransformerConfig, S: int, T: int) -> list[Stage]:
+    """Every ``Stage`` of one forward pass with a source of S and a decoder input of T tokens, batch of
+    one, in order: what the app's "Shapes" view lists.
 
     The shapes follow from the config; tests/test_decoding.py checks them against the tensors of a
     real forward pass.
@@ -183,7 +185,7 @@ def data_flow(cfg: TransformerConfig, S: int, T: int) -> list[tuple[str, tuple[i
         ("logits", (1, T, cfg.n_logits), f"B x T x target vocab ({cfg.n_logits}): one score per piece the decoder can write"),
         ("next-token probabilities", (1, T, cfg.n_logits), "softmax over the target vocabulary"),
     ]
-    return shapes
+    return [Stage(name, shape, meaning) for name, shape, meaning in shapes]
 
 
 def maps_from_steps(enc: EncoderResult, steps: Sequence[Step], cfg: TransformerConfig, iv: Interventions) -> Maps:

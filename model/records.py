@@ -13,7 +13,8 @@ Facts:
 
 Records (``model.analysis`` builds them; ``viz/`` draws them; none holds a tensor or a model):
 
-- ``Source``, ``Maps`` (with the ``KindMask`` of each kind), ``Analysis``: one translated input;
+- ``Source``, ``Maps`` (with the ``KindMask`` of each kind and the ``Stage`` list of the data flow),
+  ``Analysis``: one translated input;
 - ``StepView``: one decoding step; ``BeamTree``: a beam search;
 - ``EncoderStates`` / ``WordOrder``: the word-order demo of section 3.5;
 - ``AttentionView`` (every layer and head of one kind) and ``MapView`` (one map): what an attention
@@ -282,6 +283,16 @@ class Source:
     n_tokens_original: int
 
 
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a forward pass: its name, its tensor shape (this input's numbers) and what the
+    shape's letters mean (B batch, S source, T decoder input, ...)."""
+
+    name: str
+    shape: tuple[int, ...]
+    meaning: str
+
+
 @dataclass
 class Maps:
     """The attention maps of one translation (batch of one), as one teacher-forced pass over it gives them.
@@ -289,7 +300,7 @@ class Maps:
     enc_self ``(L_enc, H, S, S)``, dec_self ``(L_dec, H, T, T)``, cross ``(L_dec, H, T, S)``, float32;
     ``next_probs (T,)`` the probability the model gave each predicted token; ``masks`` the
     ``KindMask`` of each kind (from the interventions the pass ran under); ``shapes`` lists every
-    stage of the data flow as (name, shape, meaning).
+    ``Stage`` of the data flow, in order.
     """
 
     enc_self: np.ndarray
@@ -297,7 +308,7 @@ class Maps:
     cross: np.ndarray
     next_probs: np.ndarray
     masks: dict[str, KindMask]
-    shapes: list[tuple[str, tuple[int, ...], str]] = field(default_factory=list)
+    shapes: list[Stage] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -358,7 +369,7 @@ class Analysis:
                 for kind, mk in m.masks.items()
             },
             "next_token_probs": m.next_probs.round(5).tolist(),
-            "shapes": [{"stage": n, "shape": list(s), "meaning": d} for n, s, d in m.shapes],
+            "shapes": [{"stage": s.name, "shape": list(s.shape), "meaning": s.meaning} for s in m.shapes],
             "settings": self.settings,
             "interventions": self.interventions,
             "beam": asdict(self.beam) if self.beam is not None else None,

@@ -346,7 +346,7 @@ def test_data_flow_lists_the_shapes_of_a_real_forward_pass():
     }
     real |= {f"encoder layer {i + 1} output": it[f"enc_layer_{i}"].shape for i in range(cfg.n_enc_layers)}
     real |= {f"decoder layer {i + 1} output": it[f"dec_layer_{i}"].shape for i in range(cfg.n_dec_layers)}
-    listed = {name: shape for name, shape, _ in data_flow(cfg, S, T)}
+    listed = {stage.name: stage.shape for stage in data_flow(cfg, S, T)}
     assert len(listed) == len(data_flow(cfg, S, T)), "stage names must be unique"
     for name, shape in real.items():
         assert listed[name] == tuple(shape), name

@@ -30,6 +30,7 @@ from model.records import (
     BeamTree,
     EncoderStates,
     MapView,
+    Stage,
     StepView,
     WordOrder,
     cell_reasons,
@@ -228,6 +229,17 @@ def test_zoom_draws_a_head_ablated_in_the_view_as_ablated():
     np.testing.assert_allclose(z_of(attention_heatmap(v.map(1)).data[0]), a[1, 1], rtol=1e-6)  # the mean leaves it out
 
 
+def test_layer_means_mosaic_is_one_column_named_mean():
+    a = dirichlet(2, 3, len(TGT_IN), len(SRC))
+    a[0, 1] = 0.0  # an ablated head: the layer's mean leaves it out
+    fig = attention_mosaic(view(a, TGT_IN, SRC, kind="cross", predicted=TGT_OUT, ablated={(0, 1)}).layer_means())
+    assert (fig.layout.meta["H"], fig.layout.meta["ablated"]) == (1, [])
+    np.testing.assert_allclose(mosaic_tile(fig, 0, 0), a[0, [0, 2]].mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(mosaic_tile(fig, 1, 0), a[1].mean(axis=0), rtol=1e-6)
+    assert "layer %{customdata[0]}, mean" in fig.data[0].hovertemplate
+    assert [ann.text for ann in fig.layout.annotations] == ["<b>L1 mean</b>", "<b>L2 mean</b>"]
+
+
 def test_mosaic_hover_names_layer_head_query_key_and_weight():
     a = dirichlet(2, 3, len(TGT_IN), len(SRC))
     fig = mosaic(a, TGT_IN, SRC, kind="cross", predicted=TGT_OUT)
@@ -370,7 +382,8 @@ def test_difference_heatmap_is_after_minus_before_on_a_symmetric_scale():
         (lambda: viz.word_order_figure({"a_tokens": []}), "word_order_demo"),
         (lambda: viz.beam_tree(BeamTree([], [], [0], [])), "no nodes"),
         (lambda: viz.candidates_bar(step([], 1)), "candidates are empty"),
-        (lambda: viz.shapes_table([("x", "not a shape", "")]), "shape must be a tuple of ints"),
+        (lambda: viz.shapes_table([Stage("x", "not a shape", "")]), "shape must be a tuple of ints"),
+        (lambda: viz.shapes_table([("x", (1, 2), "")]), "must be a model.records.Stage"),
     ],
 )
 def test_bad_input_raises_a_value_error_that_says_what_to_fix(call, message):
@@ -582,9 +595,9 @@ def test_beam_tree_highlights_the_best_path():
 # -- shapes ------------------------------------------------------------------------------------------
 def test_shapes_table_and_figure():
     shapes = [
-        ("source token ids", (1, 7), "B x S"),
-        ("memory (encoder output)", (1, 7, 256), "B x S x D"),
-        ("logits", (1, 5, 900), "B x T x V"),
+        Stage("source token ids", (1, 7), "B x S"),
+        Stage("memory (encoder output)", (1, 7, 256), "B x S x D"),
+        Stage("logits", (1, 5, 900), "B x T x V"),
     ]
     df = viz.shapes_table(shapes)
     assert list(df.columns) == ["stage", "shape", "meaning"] and list(df["shape"]) == ["[1, 7]", "[1, 7, 256]", "[1, 5, 900]"]

@@ -1,4 +1,4 @@
-"""The data flow of one forward pass: every stage with its tensor shape, as a table and as a diagram."""
+"""The data flow of one forward pass: every ``Stage`` (``Maps.shapes``) with its tensor shape, as a table and as a diagram."""
 
 from __future__ import annotations
 
@@ -7,22 +7,23 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from model.records import Stage
 from viz._common import HIGHLIGHT, base_layout, esc
 
 
-def _check(shapes) -> list[tuple[str, tuple[int, ...], str]]:
+def _check(shapes) -> list[Stage]:
+    """``shapes`` as a list of ``Stage`` with integer shapes; ValueError saying what to pass otherwise."""
     if isinstance(shapes, str) or not isinstance(shapes, Sequence) or not shapes:
-        raise ValueError("shapes must be a non-empty list of (stage, shape, meaning), e.g. Maps.shapes")
+        raise ValueError("shapes must be a non-empty list of Stage (name, shape, meaning), e.g. Maps.shapes")
     out = []
     for s in shapes:
-        if not isinstance(s, Sequence) or isinstance(s, str) or len(s) != 3:
-            raise ValueError(f"each stage must be (name, shape tuple, meaning), got {s!r}")
-        name, shape, meaning = s
+        if not isinstance(s, Stage):
+            raise ValueError(f"each stage must be a model.records.Stage, got {s!r}")
         try:
-            dims = tuple(int(d) for d in shape)
+            dims = tuple(int(d) for d in s.shape)
         except (TypeError, ValueError):
-            raise ValueError(f"stage {name!r}: shape must be a tuple of ints, got {shape!r}") from None
-        out.append((str(name), dims, str(meaning)))
+            raise ValueError(f"stage {s.name!r}: shape must be a tuple of ints, got {s.shape!r}") from None
+        out.append(Stage(str(s.name), dims, str(s.meaning)))
     return out
 
 
@@ -51,24 +52,22 @@ def shape_text(shape: Sequence[int]) -> str:
     return "[" + ", ".join(str(int(d)) for d in shape) + "]"
 
 
-def shapes_table(shapes: Sequence[tuple[str, tuple, str]]) -> pd.DataFrame:
+def shapes_table(shapes: Sequence[Stage]) -> pd.DataFrame:
     """Stages as a table with columns stage, shape (e.g. ``"[1, 7, 256]"``), meaning.
 
     Args:
-        shapes: ``(name, shape, meaning)`` per stage, in data-flow order (``Maps.shapes``).
+        shapes: every ``Stage``, in data-flow order (``Maps.shapes``).
 
     Raises:
         ValueError: if ``shapes`` is empty or a stage is malformed.
     """
     rows = _check(shapes)
     return pd.DataFrame(
-        {"stage": [r[0] for r in rows], "shape": [shape_text(r[1]) for r in rows], "meaning": [r[2] for r in rows]}
+        {"stage": [r.name for r in rows], "shape": [shape_text(r.shape) for r in rows], "meaning": [r.meaning for r in rows]}
     )
 
 
-def shapes_figure(
-    shapes: Sequence[tuple[str, tuple, str]], *, title: str | None = None, split_at: str | None = "memory"
-) -> go.Figure:
+def shapes_figure(shapes: Sequence[Stage], *, title: str | None = None, split_at: str | None = "memory") -> go.Figure:
     """A flow diagram: one box per stage (name and shape), arrows in data-flow order.
 
     Stages up to the one whose name starts with ``split_at`` (the encoder side, ending at the
@@ -80,7 +79,7 @@ def shapes_figure(
         ValueError: if ``shapes`` is empty or a stage is malformed.
     """
     rows = _check(shapes)
-    split = next((i for i, r in enumerate(rows) if split_at and r[0].startswith(split_at)), None)
+    split = next((i for i, r in enumerate(rows) if split_at and r.name.startswith(split_at)), None)
     if split is None or split == len(rows) - 1:
         cols = [list(range(len(rows)))]
     else:
@@ -92,7 +91,8 @@ def shapes_figure(
         for r, i in enumerate(idx):
             centres[i] = (x, r * row_h)
     shapes_, annotations = [], []
-    for i, (name, dims, _) in enumerate(rows):
+    for i, stage in enumerate(rows):
+        name, dims = stage.name, stage.shape
         x, y = centres[i]
         is_attn = "attention" in name
         shapes_.append(
@@ -122,7 +122,7 @@ def shapes_figure(
             annotations.append(_arrow((xa, ya + box_h / 2), (xb, yb - box_h / 2), color="#888", width=1.2, arrowsize=1))
     if len(cols) == 2:
         mem = cols[0][-1]
-        target = next((i for i in cols[1] if rows[i][0].startswith("cross")), cols[1][0])
+        target = next((i for i in cols[1] if rows[i].name.startswith("cross")), cols[1][0])
         (xa, ya), (xb, yb) = centres[mem], centres[target]
         annotations.append(_arrow((xa + box_w / 2, ya), (xb - box_w / 2, yb), color=HIGHLIGHT, width=1.5))
     n_rows = max(len(c) for c in cols)
@@ -133,7 +133,7 @@ def shapes_figure(
             y=[centres[i][1] for i in range(len(rows))],
             mode="markers",
             marker=dict(size=30, opacity=0),
-            hovertext=[f"<b>{esc(n)}</b> {shape_text(d)}<br>{esc(m)}" for n, d, m in rows],
+            hovertext=[f"<b>{esc(r.name)}</b> {shape_text(r.shape)}<br>{esc(r.meaning)}" for r in rows],
             hoverinfo="text",
             name="stages",
             showlegend=False,
