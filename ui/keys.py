@@ -25,7 +25,7 @@ TOP_P = "top_p"
 SEED = "seed"
 
 # -- Attention
-ALL_KINDS = "all_kinds"
+EVERY_KIND_MOSAIC = "all_kinds"
 LAYER_MEANS = "layer_means"
 ZOOM_CHART = "zoom"  # the zoomed heatmap; its selection holds the clicked cell
 

@@ -20,7 +20,7 @@ def attention_panel(ctx: state.Ctx) -> None:
     with c1:
         kind = url_radio("Attention kind", KIND_NAMES, key=keys.KIND, default="cross", horizontal=True)
     with c2:
-        all_kinds = st.toggle("All three kinds", key=keys.ALL_KINDS, help="Draw the mosaics of all three kinds at once.")
+        all_kinds = st.toggle("All three kinds", key=keys.EVERY_KIND_MOSAIC, help="Draw the mosaics of all three kinds at once.")
     if kind != "enc_self":
         st.caption("Decoder rows read “input → predicted”: the query at input token t is the one that predicted token t + 1.")
     for kd in KIND_NAMES if all_kinds else (kind,):
