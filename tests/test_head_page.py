@@ -106,7 +106,7 @@ def test_page_weights_are_the_models_and_sum_to_one(rev, kind, layer, head, quer
 
 def test_page_shows_every_stage_for_cross_attention():
     at = open_page(kind="cross", query=1)
-    for title in ("input row x", "keys K", "values V", "Scores q", "Softmax weights", "Head output", "Concatenate the heads"):
+    for title in ("input row x", "keys K", "Values V", "Scores q", "Softmax weights", "Head output", "Concatenate the heads"):
         chart(at, title)
     assert "encoder memory" in chart(at, "keys K")["layout"]["title"]["text"]
     text = " ".join(m.value for m in at.markdown)

@@ -124,12 +124,14 @@ def vector_strip(
     zz = np.stack(z).astype(np.float32)  # (R, n)
     r = max(float(np.abs(zz).max()), 1e-6)
     names = [name for name, _ in rows]
+    colors = diverging_colors(label, r)
+    colors["colorbar"]["nticks"] = min(7, 2 * len(rows) + 1)  # a short strip has room for few ticks
     trace = dict(
         type="heatmap",
         z=zz,
         x=np.arange(n),
         y=names,
-        **diverging_colors(label, r),
+        **colors,
         xgap=0,
         ygap=2,
         hovertemplate="<b>%{y}</b><br>dimension %{x}: %{z:.4f}<extra></extra>",
@@ -193,9 +195,9 @@ def kv_figure(t: HeadTrace, which: str, *, title: str | None = None) -> go.Figur
     if which == "k":
         q_from = "the decoder state" if t.kind == "cross" else "the query's row"
         rows.insert(0, (f"q ({esc(query_name(t))})", t.q))
-        default = f"q = x W<sup>Q</sup> (from {q_from}) and the keys K = X W<sup>K</sup> (from {src}), d_head = {t.d_head}"
+        default = f"q (from {q_from}) and keys K (from {src})"
     else:
-        default = f"The values V = X W<sup>V</sup> (from {src}), one row per key"
+        default = f"Values V (from {src})"
     return vector_strip(rows, title=default if title is None else title)
 
 

@@ -126,7 +126,8 @@ def render(ctx: state.Ctx) -> None:
     st.subheader("2 · q, K and V: three projections")
     st.markdown(
         f"q = x W^Q, k_j = x_j W^K, v_j = x_j W^V (plus a bias each): this head's {Dh} of the {D} columns of each "
-        f"projection (d_head = d_model / h = {D} / {H}). One q for the query, a k and a v for every key."
+        f"projection (d_head = d_model / h = {D} / {H}). One q for the query, a k and a v for every key, computed from "
+        + ("the encoder memory (the source)." if kind == "cross" else "the same layer's input rows.")
     )
     c1, c2 = st.columns(2)
     with c1:
