@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 from dataclasses import replace
 from pathlib import Path
 
@@ -187,6 +188,19 @@ def test_reverse_model_trace_is_the_models_computation(rev, kind, iv):
     settings = DecodeSettings()
     t = head_trace(rev.model, rev.tokenizer, TEXT, kind=kind, layer=1, head=1, query=2, settings=settings, iv=IVS[iv])
     check_trace(rev.model, rev.tokenizer, t, settings, IVS[iv])
+
+
+@pytest.mark.parametrize("settings", [DecodeSettings(method="beam", beam_size=3), DecodeSettings(method="sample", seed=1)])
+def test_trace_follows_beam_and_sampled_translations(rev, settings):
+    t = head_trace(rev.model, rev.tokenizer, TEXT, kind="cross", layer=0, head=1, query=3, settings=settings)
+    check_trace(rev.model, rev.tokenizer, t, settings, IVS["none"])
+
+
+def test_a_trace_is_plain_data_that_pickles(rev):
+    t = head_trace(rev.model, rev.tokenizer, TEXT, kind="enc_self", layer=0, head=0, query=0)
+    back = pickle.loads(pickle.dumps(t))  # st.cache_data stores results pickled
+    assert back.query_token == t.query_token and (back.weights == t.weights).all()
+    assert not any(isinstance(v, torch.Tensor) for v in vars(t).values())
 
 
 def test_reverse_model_reasons_name_the_mask(rev):
