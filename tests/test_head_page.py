@@ -126,6 +126,7 @@ def test_hidden_token_and_temperature_show_up_in_the_numbers(rev):
     np.testing.assert_allclose(w, a.maps.enc_self[0, 0, 3], atol=1e-5)
     assert "hidden" in scores["data"][2]["customdata"][0][1]
     assert "τ = 2" in scores["layout"]["title"]["text"]
+    assert any(c.value.startswith("What if: hidden source tokens") and "τ = 2" in c.value for c in at.caption)
 
 
 def test_switching_the_head_off_zeroes_its_block_of_the_concatenation(rev):

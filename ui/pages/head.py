@@ -65,12 +65,19 @@ def what_if(ctx: state.Ctx, kind: str, layer: int, head: int) -> Interventions:
         window = c1.slider("Local window of self-attention (0 = off)", 0, widest, 0, key=TRACE_WINDOW)
         tau = c2.slider("Attention temperature τ", 0.25, 4.0, 1.0, 0.05, key=TRACE_TEMP, help="softmax(QKᵀ / (√d_head · τ))")
         off = c2.toggle("Switch this head off", key=TRACE_OFF, help="Its output is replaced by zeros before W^O.")
-    return Interventions(
+    iv = Interventions(
         src_hidden=frozenset(hide),
         window=window or None,
         temperature=float(tau),
         ablate=frozenset({(kind, layer, head)}) if off else frozenset(),
     )
+    said = [f"hidden source tokens {', '.join(src[i] for i in sorted(hide))}"] if hide else []
+    said += [f"window {window}" + (" (self-attention only: not this kind)" if kind == "cross" else "")] if window else []
+    said += [f"temperature τ = {tau:g}"] if tau != 1 else []
+    said += ["this head switched off"] if off else []
+    if said:
+        st.caption("What if: " + "; ".join(said) + ". The translation and every number below are computed with it.")
+    return iv
 
 
 def pick(ctx: state.Ctx) -> tuple[str, int, int, Interventions, int]:
