@@ -225,12 +225,6 @@ def head_trace(
     mask = torch.from_numpy(reasons != VISIBLE).to(device)  # (Q, K) True = hidden
     opts = {"temperature": iv.temperature, "need_weights": True}
 
-    def sub_layer(mha: MultiHeadAttention, norm, resid_all: Tensor, kv_x: Tensor, rows_mask: Tensor, hm) -> Tensor:
-        """The module's own call for the query row ``query``: ``(D,)``; ``resid_all (T_q, D)``."""
-        h = norm.pre(resid_all[None, query : query + 1])  # (1, 1, D)
-        out, _, _ = mha(h, kv_x[None], ~rows_mask[query][None, None, None], head_mask=hm, **opts)
-        return out[0, 0]  # (D,)
-
     if kind == "enc_self":
         lay: EncoderLayer = model.encoder[layer]
         resid_all = inter["enc_in" if layer == 0 else f"enc_layer_{layer - 1}"][0]  # (S, D)
@@ -255,7 +249,8 @@ def head_trace(
     resid = resid_all[query]  # (D,)
     x = norm.pre(resid[None])[0]  # (D,)
     q, k, v, scores, scaled, weights, heads, concat = _by_hand(mha, x, kv_x, mask[query], iv.temperature, hm)
-    attn_out = sub_layer(mha, norm, resid_all, kv_x, mask, hm)  # (D,): the model's own module call
+    out, _, _ = mha(x[None, None], kv_x[None], ~mask[query][None, None, None], head_mask=hm, **opts)  # the module's own call
+    attn_out = out[0, 0]  # (D,)
     added = resid + attn_out  # (D,)
     if cfg.norm_first:
         normed, norm_label = next_norm(added), f"pre-LN: the LayerNorm that opens the next sub-layer ({label})"
