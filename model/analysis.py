@@ -378,3 +378,9 @@ def word_order_demo(model: Transformer, tok: Tokenizer, a: str, b: str) -> WordO
         ea, eb = encoder_states(model, ia, use_pos_encoding=pe), encoder_states(model, ib, use_pos_encoding=pe)
         states[pe] = EncoderStates(ea, eb, float(np.abs(eb - ea[perm]).max()))
     return WordOrder([tok.piece_text(i) for i in ia], [tok.piece_text(i) for i in ib], perm, states[False], states[True])
+
+
+# One head's computation, step by step (the "Inside one head" page); defined in model/trace.py, which
+# calls analyze, so it is imported last.
+from model.trace import HeadTrace as HeadTrace  # noqa: E402
+from model.trace import head_trace as head_trace  # noqa: E402

@@ -100,6 +100,16 @@ PAGES = (
             "→ feed-forward → logits, one score per piece of the target vocabulary."
         ),
     ),
+    PageSpec(
+        path="head",
+        title="Inside one head",
+        old_view="head",
+        teaches=(
+            "One head's computation for one query token, with this input's real numbers: q = x W^Q, the keys K and "
+            "values V, the scores q·k_j ÷ √d_head, the mask (−∞), softmax(QKᵀ/√d_k), the weighted sum of the values, "
+            "then Concat·W^O, the residual add and the LayerNorm (paper eq. 1, sections 3.2.2 and 3.1)."
+        ),
+    ),
 )
 PAGE_BY_PATH = {p.path: p for p in PAGES}
 DEFAULT_PAGE = "translate"

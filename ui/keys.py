@@ -64,3 +64,12 @@ MASK_MOSAIC_ON = "mask_mosaic_on"
 def ablate(kind: str) -> str:
     """The Mask lab's head-ablation multiselect of one attention kind."""
     return f"ablate_{kind}"
+
+
+# -- Inside one head
+TRACE_HEAD = "trace_head"  # URL: the head, counted from 1
+TRACE_QUERY = "query"  # URL: the query token's position, counted from 0
+TRACE_HIDE = "trace_hide"  # what-if: hidden source positions
+TRACE_WINDOW = "trace_window"  # what-if: local window of self-attention (0 = off)
+TRACE_TEMP = "trace_temp"  # what-if: attention temperature τ
+TRACE_OFF = "trace_off"  # what-if: switch the traced head off

@@ -14,22 +14,13 @@ import math
 
 import streamlit as st
 
-from model.analysis import DecodeSettings
+from model.analysis import DecodeSettings, HeadTrace, head_trace
 from model.records import KIND_NAMES
-from model.trace import HeadTrace, head_trace
 from model.transformer import Interventions
 from ui import keys, state
 from ui.widgets import n_layers_of, show, slider_or_fixed, table_height, url_radio
 from viz import head as vh
 from viz import tokens as vt
-
-# The page's own widget keys (session state; those bound to the URL are query parameters too).
-TRACE_HEAD = "trace_head"  # URL: the head, counted from 1
-TRACE_QUERY = "query"  # URL: the query token's position, counted from 0
-TRACE_HIDE = "trace_hide"  # what-if: hidden source positions
-TRACE_WINDOW = "trace_window"  # what-if: local window of self-attention (0 = off)
-TRACE_TEMP = "trace_temp"  # what-if: attention temperature τ
-TRACE_OFF = "trace_off"  # what-if: switch the traced head off
 
 KIND_WHERE = {
     "enc_self": "q, K and V all come from the encoder's rows of the source sentence: each source token reads the source.",
@@ -60,11 +51,13 @@ def what_if(ctx: state.Ctx, kind: str, layer: int, head: int) -> Interventions:
     src = vt.display(ctx.a.source.tokens)
     with st.expander("What if… (interventions: the numbers below follow them)"):
         c1, c2 = st.columns(2)
-        hide = c1.multiselect("Hide source tokens", list(range(len(src))), format_func=lambda i: f"{i}: {src[i]}", key=TRACE_HIDE)
+        hide = c1.multiselect(
+            "Hide source tokens", list(range(len(src))), format_func=lambda i: f"{i}: {src[i]}", key=keys.TRACE_HIDE
+        )
         widest = max(len(src), len(ctx.a.tgt_in_tokens))  # a window this wide hides nothing
-        window = c1.slider("Local window of self-attention (0 = off)", 0, widest, 0, key=TRACE_WINDOW)
-        tau = c2.slider("Attention temperature τ", 0.25, 4.0, 1.0, 0.05, key=TRACE_TEMP, help="softmax(QKᵀ / (√d_head · τ))")
-        off = c2.toggle("Switch this head off", key=TRACE_OFF, help="Its output is replaced by zeros before W^O.")
+        window = c1.slider("Local window of self-attention (0 = off)", 0, widest, 0, key=keys.TRACE_WINDOW)
+        tau = c2.slider("Attention temperature τ", 0.25, 4.0, 1.0, 0.05, key=keys.TRACE_TEMP, help="softmax(QKᵀ / (√d_head · τ))")
+        off = c2.toggle("Switch this head off", key=keys.TRACE_OFF, help="Its output is replaced by zeros before W^O.")
     iv = Interventions(
         src_hidden=frozenset(hide),
         window=window or None,
@@ -88,7 +81,7 @@ def pick(ctx: state.Ctx) -> tuple[str, int, int, Interventions, int]:
     with c1:
         layer = clamped_slider("Layer", n_layers_of(cfg, kind), key=keys.LAYER, bind="query-params") - 1
     with c2:
-        head = clamped_slider("Head", cfg.n_heads, key=TRACE_HEAD, bind="query-params") - 1
+        head = clamped_slider("Head", cfg.n_heads, key=keys.TRACE_HEAD, bind="query-params") - 1
     iv = what_if(ctx, kind, layer, head)
     a = state.run_analysis(ctx.path, ctx.text, ctx.settings, iv)  # the translation the trace follows
     rows = vt.row_labels(a.source.tokens) if kind == "enc_self" else vt.row_labels(a.tgt_in_tokens, a.tgt_out_tokens)
@@ -101,19 +94,19 @@ def pick_query(rows: list[str], note: str) -> int:
     ``bind="query-params"`` would write the label, so the URL is read when the widget has no value yet and
     written back after every run; a position past the end (a shorter input or output) moves to the last one.
     """
-    if TRACE_QUERY not in st.session_state:
-        param = st.query_params.get(TRACE_QUERY, "0")
-        st.session_state[TRACE_QUERY] = int(param) if param.isdigit() else 0
-    st.session_state[TRACE_QUERY] = min(st.session_state[TRACE_QUERY], len(rows) - 1)
+    if keys.TRACE_QUERY not in st.session_state:
+        param = st.query_params.get(keys.TRACE_QUERY, "0")
+        st.session_state[keys.TRACE_QUERY] = int(param) if param.isdigit() else 0
+    st.session_state[keys.TRACE_QUERY] = min(st.session_state[keys.TRACE_QUERY], len(rows) - 1)
     if len(rows) == 1:
         st.caption(f"Query token: {rows[0]}")
         query = 0
     else:
-        query = st.select_slider("Query token" + note, list(range(len(rows))), format_func=rows.__getitem__, key=TRACE_QUERY)
+        query = st.select_slider("Query token" + note, list(range(len(rows))), format_func=rows.__getitem__, key=keys.TRACE_QUERY)
     if query == 0:
-        st.query_params.pop(TRACE_QUERY, None)
-    elif st.query_params.get(TRACE_QUERY) != str(query):
-        st.query_params[TRACE_QUERY] = str(query)
+        st.query_params.pop(keys.TRACE_QUERY, None)
+    elif st.query_params.get(keys.TRACE_QUERY) != str(query):
+        st.query_params[keys.TRACE_QUERY] = str(query)
     return query
 
 
