@@ -2,7 +2,8 @@
 
 ``analyze`` translates a sentence and returns every attention map of the translation it made;
 ``step_trace`` records token-by-token decoding; ``teacher_forced`` gives the maps for a given
-reference; ``word_order_demo`` shows why the model needs positional encoding. Results hold no
+reference; ``word_order_demo`` shows why the model needs positional encoding; ``encoder_distance``
+compares the encoder outputs of two inputs token by token. Results hold no
 tensors and no model, so they can be cached per input (``st.cache_data``), exported to JSON,
 and drawn by ``viz/`` without a model. Every ``Maps`` carries, per kind, the cells its pass hid
 and why (``model.records.kind_masks`` of the interventions it ran under): figures draw those and
@@ -15,6 +16,7 @@ token t, which predicted token t + 1 (``tgt_in_tokens[t]`` -> ``tgt_out_tokens[t
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -25,6 +27,7 @@ from model.decoding import SamplingSettings, Step, beam_search, generate_steps, 
 from model.records import (
     Analysis,
     BeamTree,
+    EncoderDistance,
     EncoderStates,
     KindMask,
     Maps,
@@ -42,14 +45,17 @@ __all__ = [  # the records are re-exported: ``from model.analysis import Maps`` 
     "Analysis",
     "BeamTree",
     "DecodeSettings",
+    "EncoderDistance",
     "InputError",
     "Maps",
     "Source",
     "Stage",
     "StepView",
     "WordOrder",
+    "align_pieces",
     "analyze",
     "data_flow",
+    "encoder_distance",
     "encoder_states",
     "iv_dict",
     "iv_masks",
@@ -378,6 +384,49 @@ def word_order_demo(model: Transformer, tok: Tokenizer, a: str, b: str) -> WordO
         ea, eb = encoder_states(model, ia, use_pos_encoding=pe), encoder_states(model, ib, use_pos_encoding=pe)
         states[pe] = EncoderStates(ea, eb, float(np.abs(eb - ea[perm]).max()))
     return WordOrder([tok.piece_text(i) for i in ia], [tok.piece_text(i) for i in ib], perm, states[False], states[True])
+
+
+def align_pieces(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
+    """Pairs ``(i, j)`` of tokens of two id sequences that stand for each other.
+
+    Sequences of the same length pair position by position. Otherwise ``difflib`` matches the pieces:
+    equal stretches pair up, and so does a substituted stretch of the same length on both sides
+    ("tired" for "wide"), position by position; inserted or deleted pieces get no partner.
+    """
+    if len(a) == len(b):
+        return [(i, i) for i in range(len(a))]
+    pairs: list[tuple[int, int]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=list(a), b=list(b), autojunk=False).get_opcodes():
+        if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
+            pairs += zip(range(i1, i2), range(j1, j2), strict=True)
+    return pairs
+
+
+def encoder_distance(model: Transformer, tok: Tokenizer, a: str, b: str) -> EncoderDistance:
+    """Per-token L2 distance between the encoder outputs (memory) of two inputs: which tokens'
+    representations moved when A became B.
+
+    Each source is cut and ended with <eos> as ``analyze`` does (``prepare_source``) and encoded with
+    positional encoding and no interventions; tokens are paired by ``align_pieces``. Identical inputs
+    give distance 0 everywhere; a changed word moves its own vector and, through self-attention, its
+    neighbours'. Raises InputError if either text is empty.
+    """
+    cfg = model.cfg
+    sa, sb = prepare_source(tok, a, cfg.max_len), prepare_source(tok, b, cfg.max_len)
+    ea = encoder_states(model, sa.ids, use_pos_encoding=True)  # (S_a, D)
+    eb = encoder_states(model, sb.ids, use_pos_encoding=True)  # (S_b, D)
+    pairs = align_pieces(sa.ids, sb.ids)
+    i = np.array([p[0] for p in pairs], dtype=np.int64)
+    j = np.array([p[1] for p in pairs], dtype=np.int64)
+    return EncoderDistance(
+        a_tokens=sa.tokens,
+        b_tokens=sb.tokens,
+        pairs=pairs,
+        distance=np.linalg.norm(eb[j] - ea[i], axis=1).astype(np.float32),  # (P,)
+        same_piece=np.array(sa.ids, dtype=np.int64)[i] == np.array(sb.ids, dtype=np.int64)[j],
+        by_position=len(sa.ids) == len(sb.ids),
+        scale=float(np.linalg.norm(ea, axis=1).mean()),
+    )
 
 
 # One head's computation, step by step (the "Inside one head" page); defined in model/trace.py, which

@@ -17,6 +17,7 @@ Records (``model.analysis`` builds them; ``viz/`` draws them; none holds a tenso
   ``Analysis``: one translated input;
 - ``StepView``: one decoding step; ``BeamTree``: a beam search;
 - ``EncoderStates`` / ``WordOrder``: the word-order demo of section 3.5;
+- ``EncoderDistance``: how far each source token's encoder output moved between two inputs;
 - ``AttentionView`` (every layer and head of one kind) and ``MapView`` (one map): what an attention
   figure draws, maps with their tokens and the reason each hidden cell is hidden. Build them with
   ``Analysis.view``, ``attention_view``, ``trace_view``, ``AttentionView.map``.
@@ -444,3 +445,35 @@ class WordOrder:
     perm: list[int]
     pe_off: EncoderStates
     pe_on: EncoderStates
+
+
+# -- two inputs compared ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EncoderDistance:
+    """How far each source token's encoder output (the memory) moved between inputs A and B.
+
+    pairs: the aligned tokens ``(i, j)``, token i of A with token j of B; distance ``(len(pairs),)``
+    float32: the L2 distance ``||enc(B)[j] - enc(A)[i]||`` of their d_model-vectors; same_piece
+    ``(len(pairs),)`` bool: the two are the same piece (False: a substituted piece at the same place);
+    by_position: A and B have the same number of tokens and are paired position by position (else by
+    ``difflib`` matching of the pieces: tokens of an inserted or deleted stretch have no partner);
+    scale: the mean L2 norm of A's encoder outputs, to read a distance against.
+    """
+
+    a_tokens: list[str]
+    b_tokens: list[str]
+    pairs: list[tuple[int, int]]
+    distance: np.ndarray
+    same_piece: np.ndarray
+    by_position: bool
+    scale: float
+
+    @property
+    def unmatched_a(self) -> list[int]:
+        """Tokens of A with no partner in B."""
+        return sorted(set(range(len(self.a_tokens))) - {i for i, _ in self.pairs})
+
+    @property
+    def unmatched_b(self) -> list[int]:
+        """Tokens of B with no partner in A."""
+        return sorted(set(range(len(self.b_tokens))) - {j for _, j in self.pairs})

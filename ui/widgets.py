@@ -3,6 +3,7 @@ layer/head pickers and radios whose choice lives in the URL as a short key."""
 
 from __future__ import annotations
 
+import difflib
 import html
 from functools import partial
 from typing import NamedTuple
@@ -82,6 +83,24 @@ def chips(tokens: list[str], marks: list[str] | None = None, *, css: str = "toke
         for t, m in zip(vt.display(tokens), marks, strict=True)
     ]
     st.html(f'<div class="{css}" style="line-height:2">' + "".join(spans) + "</div>")
+
+
+def diff_marks(a: list[str], b: list[str], *, a_mark: str = "removed", b_mark: str = "changed") -> tuple[list[str], list[str]]:
+    """Chip marks (``chips``) of two token lists: ``a_mark`` / ``b_mark`` on every token outside ``difflib``'s
+    matching of the two (replaced, dropped or new), "" on the rest."""
+    marks_a, marks_b = [""] * len(a), [""] * len(b)
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op != "equal":
+            marks_a[i1:i2] = [a_mark] * (i2 - i1)
+            marks_b[j1:j2] = [b_mark] * (j2 - j1)
+    return marks_a, marks_b
+
+
+def token_table(tok, ids: list[int]) -> pd.DataFrame:
+    """Piece, compact id and cl100k id of each id."""
+    df = pd.DataFrame([(p.text, p.id, p.cl100k_id) for p in tok.pieces(ids)], columns=["piece", "compact id", "cl100k id"])
+    df["piece"] = vt.display(list(df["piece"]))
+    return df
 
 
 def text_box(text: str) -> None:

@@ -381,7 +381,9 @@ def attention_heatmap(view: MapView, *, title: str | None = None) -> go.Figure:
 
 
 # -- before / after ---------------------------------------------------------------------------------
-def difference_heatmap(before: MapView, after: MapView, *, title: str | None = None) -> go.Figure:
+def difference_heatmap(
+    before: MapView, after: MapView, *, title: str | None = None, names: tuple[str, str] = ("before", "after")
+) -> go.Figure:
     """``after − before`` of one map, on a diverging scale centred on 0 (red: more attention after).
 
     The scale runs over ±max|after − before| (at least ±1e-6, so an unchanged map is all white,
@@ -391,6 +393,7 @@ def difference_heatmap(before: MapView, after: MapView, *, title: str | None = N
     Args:
         before, after: ``MapView`` of the same kind over the same tokens (e.g. without / with an
             intervention, the changed model teacher-forced on the original output).
+        names: what hover and colour bar call the two (e.g. ("A", "B") for two sentences).
 
     Raises:
         ValueError: if the shapes differ (call it only when both runs have the same token
@@ -407,6 +410,9 @@ def difference_heatmap(before: MapView, after: MapView, *, title: str | None = N
     check_kind(kind)
     Q, K = a.shape
     lab = _labels(kind, before.q_tokens, before.k_tokens, before.predicted, Q, K)
+    n0, n1 = (esc(n) for n in names)
+    change = f"{n1} − {n0}"
+    more = "after the change" if names == ("before", "after") else f"in {n1}"
     d = (a - b).astype(np.float32)  # (Q, K)
     r = max(float(np.abs(d).max()) if d.size else 0.0, 1e-6)
     cell = float(np.clip(640 / max(Q, K, 1), 12, 44))
@@ -416,8 +422,8 @@ def difference_heatmap(before: MapView, after: MapView, *, title: str | None = N
         x=lab.k_hover,
         y=lab.q_hover,
         customdata=np.stack([b, a], axis=-1),  # (Q, K, 2): before, after
-        **diverging_colors("after − before", r),
-        hovertemplate="query: %{y}<br>key: %{x}<br>before %{customdata[0]:.3f} → after %{customdata[1]:.3f}"
+        **diverging_colors(change, r),
+        hovertemplate=f"query: %{{y}}<br>key: %{{x}}<br>{n0} %{{customdata[0]:.3f}} → {n1} %{{customdata[1]:.3f}}"
         "<br><b>change %{z:+.3f}</b><extra></extra>",
         name="difference",
     )
@@ -426,10 +432,10 @@ def difference_heatmap(before: MapView, after: MapView, *, title: str | None = N
     layout = base_layout(
         title
         if title is not None
-        else "Change in attention (after − before)<br><sup>red: the query attends more to this key after the change; blue: less</sup>",
+        else f"Change in attention ({change})<br><sup>red: the query attends more to this key {more}; blue: less</sup>",
         height=int(Q * cell + 210),
         meta={"Q": Q, "K": K, "range": r},
-        margin=heatmap_margins(x_ticks, y_ticks, top=80, colorbar="after − before", cb_ticks=[f"−{r:.2g}"]),
+        margin=heatmap_margins(x_ticks, y_ticks, top=80, colorbar=change, cb_ticks=[f"−{r:.2g}"]),
         xaxis=xaxis,
         yaxis=yaxis,
     )

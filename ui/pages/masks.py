@@ -3,15 +3,13 @@ on/off and head ablation; translation and maps before and after, changed tokens 
 
 from __future__ import annotations
 
-import difflib
-
 import streamlit as st
 
 from model.analysis import Analysis
 from model.records import KIND_NAMES, KINDS, attention_view
 from model.transformer import Interventions
 from ui import keys, state
-from ui.widgets import MapCsv, chips, head_label, n_layers_of, pick_layer_head, show, text_box
+from ui.widgets import MapCsv, chips, diff_marks, head_label, n_layers_of, pick_layer_head, show, text_box
 from viz import attention as va
 from viz import tokens as vt
 
@@ -87,12 +85,7 @@ def render(ctx: state.Ctx) -> None:
         st.info("Change a setting above to see its effect. Before and after are the same for now.")
 
     after = state.run_analysis(ctx.path, ctx.text, ctx.settings, iv)
-    d = difflib.SequenceMatcher(a=a.tgt_out_tokens, b=after.tgt_out_tokens, autojunk=False)
-    before_marks, after_marks = [""] * len(a.tgt_out_tokens), [""] * len(after.tgt_out_tokens)
-    for op, i1, i2, j1, j2 in d.get_opcodes():
-        if op != "equal":
-            before_marks[i1:i2] = ["removed"] * (i2 - i1)
-            after_marks[j1:j2] = ["changed"] * (j2 - j1)
+    before_marks, after_marks = diff_marks(a.tgt_out_tokens, after.tgt_out_tokens)
     b1, b2 = st.columns(2)
     with b1:
         st.markdown("**Before** (the unchanged model)")

@@ -8,16 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from ui import state
-from ui.widgets import download, show, table_height, text_box
+from ui.widgets import download, show, table_height, text_box, token_table
 from viz import steps as vs
-from viz import tokens as vt
-
-
-def token_table(tok, ids: list[int]) -> pd.DataFrame:
-    """Piece, compact id and cl100k id of each id."""
-    df = pd.DataFrame([(p.text, p.id, p.cl100k_id) for p in tok.pieces(ids)], columns=["piece", "compact id", "cl100k id"])
-    df["piece"] = vt.display(list(df["piece"]))
-    return df
 
 
 def render(ctx: state.Ctx) -> None:
