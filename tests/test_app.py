@@ -11,7 +11,6 @@ tests open the default ``en-de``. Skips when the checkpoints are missing.
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import os
@@ -32,6 +31,7 @@ if not (REVERSE / "config.json").exists():
         allow_module_level=True,
     )
 
+from app_charts import chart, charts, decode, ok  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from model.analysis import DecodeSettings, analyze, step_trace  # noqa: E402
@@ -76,30 +76,6 @@ def run_app(page: str | None = None, **params) -> AppTest:
 def on_page(at: AppTest, page: str) -> bool:
     """Whether ``at`` shows ``page``: each page explains itself in one caption of its own."""
     return catalog.PAGE_BY_PATH[page].teaches in [c.value for c in at.caption]
-
-
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not [e.value for e in at.error], [e.value for e in at.error]
-    return at
-
-
-def decode(v) -> np.ndarray:
-    """A plotly JSON array: a list (None = NaN) or a typed array {"dtype", "bdata", "shape"}."""
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        return a.reshape([int(s) for s in str(v["shape"]).split(",")]) if "shape" in v else a
-    return np.array(v, dtype=float)
-
-
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-
-
-def chart(at: AppTest, title_part: str) -> dict:
-    found = [c for c in charts(at) if title_part in c["layout"].get("title", {}).get("text", "")]
-    assert found, f"no chart titled …{title_part}…; titles: {[c['layout'].get('title', {}).get('text') for c in charts(at)]}"
-    return found[0]
 
 
 def weights(fig: dict) -> np.ndarray:

@@ -9,8 +9,6 @@ it is in the app's navigation (``ui.catalog.PAGES``), inside the app. On the sma
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 from pathlib import Path
 
@@ -26,6 +24,7 @@ TIMEOUT = 180  # seconds per script run: the first one loads the model
 if not (REVERSE / "config.json").exists():
     pytest.skip(f"no reverse checkpoint at {REVERSE}", allow_module_level=True)
 
+from app_charts import chart, decode, ok  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from model.analysis import DecodeSettings, analyze  # noqa: E402
@@ -39,27 +38,6 @@ SENTENCE = " a b c d e"
 @pytest.fixture(scope="module")
 def rev():
     return load_checkpoint(REVERSE, device="cpu")
-
-
-def decode(v) -> np.ndarray:
-    """A plotly JSON array: a list (None = NaN) or a typed array {"dtype", "bdata", "shape"}."""
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        return a.reshape([int(s) for s in str(v["shape"]).split(",")]) if "shape" in v else a
-    return np.array([np.nan if x is None else x for x in v], dtype=float)
-
-
-def chart(at: AppTest, title_part: str) -> dict:
-    figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    found = [f for f in figs if title_part in f["layout"].get("title", {}).get("text", "")]
-    assert found, f"no chart titled …{title_part}…; titles: {[f['layout'].get('title', {}).get('text') for f in figs]}"
-    return found[0]
-
-
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not [e.value for e in at.error], [e.value for e in at.error]
-    return at
 
 
 def open_page(**params) -> AppTest:

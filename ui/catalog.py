@@ -110,6 +110,28 @@ PAGES = (
             "then Concat·W^O, the residual add and the LayerNorm (paper eq. 1, sections 3.2.2 and 3.1)."
         ),
     ),
+    PageSpec(
+        path="compare",
+        title="Compare two sentences",
+        old_view="compare",
+        teaches=(
+            "Two inputs that differ in one thing (a word, the word order, singular or plural, the tense) side by side: "
+            "which output pieces change, how one head's attention differs, and how far each source token's encoder "
+            "vector moves. A changed word moves its own vector, and self-attention carries some of the change to its "
+            "neighbours."
+        ),
+    ),
+    PageSpec(
+        path="lesson",
+        title="Lesson",
+        old_view="lesson",
+        teaches=(
+            "A guided tour of the Transformer in nine steps, in the order of the paper: tokens, embeddings and positions, "
+            "self-attention, many heads, the causal mask, cross-attention, one decoding step, greedy and beam search, "
+            "masking experiments. Each step shows the live figure for your sentence; the step is in the address, so a "
+            "link opens it."
+        ),
+    ),
 )
 PAGE_BY_PATH = {p.path: p for p in PAGES}
 DEFAULT_PAGE = "translate"
@@ -136,6 +158,61 @@ EXAMPLES = {
     ],
     "reverse": [" a b c d", " h e l l o", " t r a n s f o r m e r", " x y z z y", " q w e r t y u i o p"],
 }
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A preset of the Compare page: two inputs that differ in one thing, and what the pair asks."""
+
+    label: str  # in the picker
+    a: str
+    b: str
+    asks: str  # one line under the picker
+
+
+PAIRS = {
+    "translate": {
+        "tired-wide": Pair(
+            "'it' refers to the animal or to the street",
+            "The animal didn't cross the street because it was too tired.",
+            "The animal didn't cross the street because it was too wide.",
+            "Only the last word differs, but it decides what 'it' means: German must say 'es' for das Tier and 'sie' "
+            "for die Straße. Does the output change, and does cross-attention from the pronoun move?",
+        ),
+        "word-order": Pair(
+            "Word order: who bites whom",
+            "The dog bites the man.",
+            "The man bites the dog.",
+            "The same words in another order. Only positional encoding tells the two apart: the vectors of 'dog' and "
+            "'man' change although the words do not.",
+        ),
+        "number": Pair(
+            "Singular and plural",
+            "The dog is sleeping.",
+            "The dogs are sleeping.",
+            "One noun and its verb change number: German changes the article, the noun and the verb (der Hund schläft, "
+            "die Hunde schlafen).",
+        ),
+        "tense": Pair(
+            "Present and past",
+            "A man is reading a book.",
+            "A man was reading a book.",
+            "Only the auxiliary verb changes: watch which output pieces follow it, and which source vectors move.",
+        ),
+    },
+    "reverse": {
+        "one-letter": Pair(
+            "One letter changed",
+            " a b c d",
+            " a b x d",
+            "The output is the input backwards: one changed letter moves to the mirror place.",
+        ),
+        "order": Pair("Same letters, reversed", " a b c", " c b a", "The same letters in the other order."),
+        "longer": Pair("One letter more", " a b c d", " a b c d e", "One letter longer: every output position shifts by one."),
+    },
+}
+"""Preset minimal pairs of the Compare page, per task: URL key (``?pair=tired-wide``) -> Pair."""
+
 WORD_ORDER = {"translate": ("dog bites man", "man bites dog"), "reverse": ("a b c", "c b a")}
 
 

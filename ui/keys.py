@@ -12,6 +12,11 @@ KIND = "kind"  # attention kind key: enc_self, dec_self, cross
 LAYER = "layer"  # layer, counted from 1
 HEAD = "head"  # head, counted from 1, or "mean"
 STEP = "step"  # decoding step, counted from 1
+COMPARE_PAIR = "pair"  # Compare: a preset minimal pair (ui.catalog.PAIRS), when the two sentences are one
+COMPARE_A = "a"  # Compare: sentence A, when it is not a preset's
+COMPARE_B = "b"  # Compare: sentence B, when it is not a preset's
+LESSON = "lesson"  # Lesson: the step, counted from 1
+PRESENTER = "presenter"  # Lesson: presenter mode (1), big type and no sidebar
 OLD_VIEW = "view"  # links of the single-page app: ?view=attention (or ?view=Attention)
 
 # -- the frame: sidebar and source box
@@ -73,3 +78,13 @@ TRACE_HIDE = "trace_hide"  # what-if: hidden source positions
 TRACE_WINDOW = "trace_window"  # what-if: local window of self-attention (0 = off)
 TRACE_TEMP = "trace_temp"  # what-if: attention temperature τ
 TRACE_OFF = "trace_off"  # what-if: switch the traced head off
+
+
+# -- Compare two sentences
+COMPARE_PICK = "pair_pick"  # the preset picker (it fills A and B, then clears itself)
+
+# -- Lesson
+LESSON_PREV = "lesson_prev"
+LESSON_NEXT = "lesson_next"
+LESSON_DECODE_STEP = "lesson_decode_step"  # step 7: which decoding step's distribution
+LESSON_HIDE = "lesson_hide"  # step 9: the source token hidden

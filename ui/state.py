@@ -226,5 +226,5 @@ def use_example() -> None:
 def on_model_change() -> None:
     reset_per_input_state()
     st.session_state[keys.SENTENCE] = catalog.EXAMPLES[task_of(str(MODELS_DIR / st.session_state[keys.MODEL]))][0]
-    for kind in KINDS:
-        st.session_state.pop(keys.ablate(kind), None)
+    for key in (keys.COMPARE_A, keys.COMPARE_B, *map(keys.ablate, KINDS)):  # Compare starts again from a preset
+        st.session_state.pop(key, None)

@@ -124,6 +124,13 @@ def slider_or_fixed(label: str, lo: int, hi: int, *, key: str, value: int | None
     return st.slider(label, lo, hi, value, key=key, **kw)
 
 
+def clamped_slider(label: str, n: int, *, key: str, **kw) -> int:
+    """A 1..n slider whose kept value is moved inside the range when n shrinks (a shorter input or output)."""
+    if st.session_state.get(key, 1) > n:
+        st.session_state[key] = n
+    return slider_or_fixed(label, 1, n, key=key, **kw)
+
+
 def head_slider(label: str, n_heads: int, *, key: str, **kw) -> int | None:
     """A head picker: "mean" or 1..n_heads; returns the head counted from 0, or None for the mean over heads."""
     head = st.select_slider(label, ["mean", *map(str, range(1, n_heads + 1))], value="mean", key=key, **kw)

@@ -18,7 +18,7 @@ from model.analysis import DecodeSettings, HeadTrace, head_trace
 from model.records import KIND_NAMES
 from model.transformer import Interventions
 from ui import keys, state
-from ui.widgets import n_layers_of, show, slider_or_fixed, table_height, url_radio
+from ui.widgets import clamped_slider, n_layers_of, show, table_height, url_radio
 from viz import head as vh
 from viz import tokens as vt
 
@@ -37,13 +37,6 @@ def run_head_trace(
     """``model.trace.head_trace`` of one input, kind, layer, head and query (0-based) under ``settings`` and ``iv``."""
     m = state.load_model(path)
     return head_trace(m.model, m.tokenizer, text, kind=kind, layer=layer, head=head, query=query, settings=settings, iv=iv)
-
-
-def clamped_slider(label: str, n: int, *, key: str, **kw) -> int:
-    """A 1..n slider bound to the URL whose kept value is moved inside the range when n shrinks."""
-    if st.session_state.get(key, 1) > n:
-        st.session_state[key] = n
-    return slider_or_fixed(label, 1, n, key=key, **kw)
 
 
 def what_if(ctx: state.Ctx, kind: str, layer: int, head: int) -> Interventions:

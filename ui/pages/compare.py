@@ -1,0 +1,173 @@
+"""Compare two sentences (/compare): two inputs side by side, from a preset minimal pair or typed.
+
+Both translations with the output pieces that differ marked; one attention kind, layer and head for
+each, and their difference where the two maps have the same shape; the per-token distance between the
+two inputs' encoder outputs (``model.analysis.encoder_distance``). The URL keeps the pair as a preset
+key (``?pair=tired-wide``) or as the two texts (``?a=…&b=…``), with kind, layer and head as elsewhere.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from model.analysis import Analysis, DecodeSettings, EncoderDistance, InputError, encoder_distance
+from model.records import KIND_NAMES
+from ui import catalog, keys, state
+from ui.widgets import MapCsv, chips, diff_marks, head_label, n_layers_of, pick_layer_head, show, text_box, url_radio
+from viz import attention as va
+from viz import compare as vc
+from viz import tokens as vt
+
+
+@st.cache_data(show_spinner="Encoding both sentences…", max_entries=16)
+def run_encoder_distance(path: str, a: str, b: str) -> EncoderDistance:
+    """``model.analysis.encoder_distance`` of sentences ``a`` and ``b``."""
+    m = state.load_model(path)
+    return encoder_distance(m.model, m.tokenizer, a, b)
+
+
+# -- the two sentences, from a preset or typed; the URL keeps them -----------------------------------------------------
+
+
+def init_from_url(presets: dict[str, catalog.Pair]) -> None:
+    """On arrival, sentences A and B from the URL (``?pair=tired-wide``, or ``?a=…&b=…``), else the first preset."""
+    if keys.COMPARE_A in st.session_state and keys.COMPARE_B in st.session_state:
+        return
+    q = st.query_params
+    pair = presets.get(q.get(keys.COMPARE_PAIR, "")) or next(iter(presets.values()))
+    st.session_state[keys.COMPARE_A] = q.get(keys.COMPARE_A, pair.a)
+    st.session_state[keys.COMPARE_B] = q.get(keys.COMPARE_B, pair.b)
+
+
+def use_pair(presets: dict[str, catalog.Pair]) -> None:
+    """The preset picker fills A and B, then clears itself (like the frame's example picker)."""
+    pair = presets.get(st.session_state.get(keys.COMPARE_PICK) or "")
+    if pair is not None:
+        st.session_state[keys.COMPARE_A], st.session_state[keys.COMPARE_B] = pair.a, pair.b
+        st.session_state[keys.COMPARE_PICK] = None
+
+
+def keep_in_url(presets: dict[str, catalog.Pair], a: str, b: str) -> str | None:
+    """Write the pair to the URL: its preset key if it is one (returned), else both texts."""
+    name = next((k for k, p in presets.items() if (p.a, p.b) == (a, b)), None)
+    q = st.query_params
+    if name is not None:
+        for key in (keys.COMPARE_A, keys.COMPARE_B):
+            q.pop(key, None)
+        if q.get(keys.COMPARE_PAIR) != name:
+            q[keys.COMPARE_PAIR] = name
+        return name
+    q.pop(keys.COMPARE_PAIR, None)
+    for key, text in ((keys.COMPARE_A, a), (keys.COMPARE_B, b)):
+        if q.get(key) != text:
+            q[key] = text
+    return None
+
+
+def pick_sentences(task: str) -> tuple[str, str]:
+    presets = catalog.PAIRS[task]
+    init_from_url(presets)
+    st.selectbox(
+        "Minimal pairs",
+        list(presets),
+        index=None,
+        format_func=lambda k: presets[k].label,
+        key=keys.COMPARE_PICK,
+        on_change=use_pair,
+        args=(presets,),
+        placeholder="Pick a minimal pair…",
+    )
+    c1, c2 = st.columns(2)
+    a = c1.text_input("Sentence A", key=keys.COMPARE_A, max_chars=1000)
+    b = c2.text_input("Sentence B", key=keys.COMPARE_B, max_chars=1000)
+    name = keep_in_url(presets, a, b)
+    st.caption(
+        (presets[name].asks + " " if name else "")
+        + "The sentence box at the top is not used on this page: the two sentences here are."
+    )
+    return a, b
+
+
+# -- what the page shows --------------------------------------------------------------------------------------------
+
+
+def translations(ra: Analysis, rb: Analysis) -> None:
+    """Both translations, the output pieces that differ marked on both sides (and the source pieces that differ)."""
+    out_a, out_b = diff_marks(ra.tgt_out_tokens, rb.tgt_out_tokens, a_mark="changed")
+    src_a, src_b = diff_marks(ra.source.tokens, rb.source.tokens, a_mark="changed")
+    c1, c2 = st.columns(2)
+    for col, name, r, src, out in ((c1, "a", ra, src_a, out_a), (c2, "b", rb, src_b, out_b)):
+        with col:
+            st.markdown(f"**{name.upper()}**: source pieces, translation, output pieces")
+            chips(r.source.tokens, src, css=f"cmp-src-{name}")
+            text_box(r.translation)
+            chips(r.tgt_out_tokens, out, css=f"cmp-out-{name}")
+    n = sum(m == "changed" for m in out_b)
+    st.caption(
+        "The two translations are the same piece for piece."
+        if ra.tgt_out_tokens == rb.tgt_out_tokens
+        else f"Yellow: pieces that differ between A and B ({n} of B's {len(out_b)} output pieces, matched with difflib)."
+    )
+
+
+@st.fragment
+def attention(cfg, ra: Analysis, rb: Analysis) -> None:
+    """One kind, layer and head for A and for B, and B − A where the two maps have the same shape."""
+    kind = url_radio("Attention kind", KIND_NAMES, key=keys.KIND, default="cross", horizontal=True)
+    layer, head = pick_layer_head(n_layers_of(cfg, kind), cfg.n_heads)
+    ma, mb = ra.view(kind).map(layer, head), rb.view(kind).map(layer, head)
+    label = f"{KIND_NAMES[kind]}, {head_label(layer, head)}"
+    c1, c2 = st.columns(2)
+    with c1:
+        show(va.attention_heatmap(ma, title=f"A: {label}"), "cmp_map_a", csv=MapCsv.of(ma))
+    with c2:
+        show(va.attention_heatmap(mb, title=f"B: {label}"), "cmp_map_b", csv=MapCsv.of(mb))
+    if ma.w.shape != mb.w.shape:
+        what = "source pieces" if kind == "enc_self" else "decoder inputs (and source pieces)"
+        st.info(
+            f"No difference map: A's map is {ma.w.shape[0]} × {ma.w.shape[1]} and B's {mb.w.shape[0]} × {mb.w.shape[1]}. "
+            f"Subtracting needs the same number of {what} on both sides; compare the two maps by eye instead."
+        )
+        return
+    diff = MapCsv(mb.w - ma.w, ma.q_tokens, ma.k_tokens, ma.predicted)
+    fig = va.difference_heatmap(ma, mb, title=f"B − A: {label}", names=("A", "B"))
+    show(fig, "cmp_diff", csv=diff)
+    st.caption(
+        "Red: B's query gives this key more weight than A's; blue: less. Rows and columns carry A's tokens: "
+        "cell (i, j) compares A's token i with B's token i, whatever word stands there."
+    )
+
+
+def distances(path: str, a: str, b: str) -> None:
+    st.subheader("Which tokens' representations moved")
+    d = run_encoder_distance(path, a, b)
+    show(vc.distance_figure(d), "cmp_distance")
+    how = (
+        "A and B have the same number of source pieces, so they are paired position by position."
+        if d.by_position
+        else "A and B have different numbers of source pieces, so pieces are paired where difflib matches them."
+    )
+    lone = [f"A: {t}" for t in vt.display([d.a_tokens[i] for i in d.unmatched_a])]
+    lone += [f"B: {t}" for t in vt.display([d.b_tokens[j] for j in d.unmatched_b])]
+    st.caption(
+        f"Each bar is ||enc(B)[j] − enc(A)[i]||, the L2 distance between the encoder outputs (the memory the decoder "
+        f"reads) of a pair of tokens. {how}"
+        + (f" Pieces with no partner: {', '.join(lone)}." if lone else "")
+        + " Identical sentences give 0 everywhere."
+    )
+
+
+def render(path: str, settings: DecodeSettings) -> None:
+    a, b = pick_sentences(state.task_of(path))
+    try:
+        ra, rb = state.run_analysis(path, a, settings), state.run_analysis(path, b, settings)
+    except InputError:
+        st.info("Type a sentence in both boxes (or pick a minimal pair) to compare them.")
+        return
+    translations(ra, rb)
+    st.subheader("Attention, side by side")
+    attention(state.load_model(path).model.cfg, ra, rb)
+    distances(path, a, b)
+
+
+render(state.frame().path, state.frame().settings)
