@@ -36,9 +36,10 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from model.analysis import DecodeSettings, align_pieces, analyze, encoder_distance, step_trace  # noqa: E402
 from model.checkpoint import load_checkpoint  # noqa: E402
-from model.records import head_average  # noqa: E402
+from model.records import EncoderDistance, head_average  # noqa: E402
 from model.transformer import Interventions  # noqa: E402
 from ui import catalog, keys, state  # noqa: E402
+from viz.compare import distance_figure  # noqa: E402
 
 SENTENCE = " a b c d e"
 PAIRS = catalog.PAIRS["reverse"]
@@ -99,6 +100,25 @@ def test_encoder_distance_is_zero_for_one_input_and_positive_where_inputs_differ
     longer = encoder_distance(rev.model, rev.tokenizer, " a b c d", " a b c d e")
     assert not longer.by_position and longer.unmatched_b == [4] and longer.unmatched_a == []
     assert longer.pairs[-1] == (4, 5)  # <eos> with <eos>
+
+
+def test_distance_figure_draws_one_bar_per_pair_and_names_substituted_pieces():
+    d = EncoderDistance(
+        a_tokens=[" a", " c", "<eos>"],
+        b_tokens=[" a", " x", " y", "<eos>"],
+        pairs=[(0, 0), (1, 1), (2, 3)],
+        distance=np.array([0.5, 2.0, 0.25], dtype=np.float32),
+        same_piece=np.array([True, False, True]),
+        by_position=False,
+        scale=4.0,
+    )
+    fig = distance_figure(d)
+    assert list(fig.data[0].y) == [0.5, 2.0, 0.25] and [list(p) for p in fig.data[0].customdata] == [[0, 0], [1, 1], [2, 3]]
+    assert fig.layout.xaxis.ticktext == ("▁a", "▁c → ▁x", "&lt;eos&gt;")
+    assert fig.layout.shapes[0].y0 == 4.0 and "matching pieces" in fig.layout.title.text
+    assert d.unmatched_b == [2] and d.unmatched_a == []
+    with pytest.raises(ValueError, match="one of each per pair"):
+        distance_figure(EncoderDistance([" a"], [" a"], [(0, 0)], np.zeros(2, np.float32), np.ones(1, bool), True, 1.0))
 
 
 # -- Compare two sentences ----------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ Modules:
     steps       next-token candidates, the new query's attention, the beam-search tree
     positional  the positional-encoding matrix, its waves, similarity, the word-order demo
     stats       per-head statistics (DataFrame) and attention rollout
+    compare     two inputs: how far each source token's encoder output moved
     shapes      the tensor shapes of one forward pass, as a table and a diagram
     export      CSV of a map, HTML of a figure
 """
@@ -26,6 +27,7 @@ from viz.attention import (
     layer_average,
     mosaic_tile,
 )
+from viz.compare import distance_figure
 from viz.export import attention_csv, attention_frame, figure_html
 from viz.positional import pe_curves, pe_matrix, pe_similarity, wavelength, word_order_figure
 from viz.shapes import shapes_figure, shapes_table
@@ -43,6 +45,7 @@ __all__ = [
     "candidates_bar",
     "difference_heatmap",
     "display",
+    "distance_figure",
     "figure_html",
     "head_average",
     "head_stats",

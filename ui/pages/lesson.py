@@ -11,7 +11,6 @@ functions as the other pages. Previous / Next move through the steps; the URL ke
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 
 import plotly.graph_objects as go
@@ -21,6 +20,7 @@ from model.analysis import DecodeSettings
 from model.records import KIND_NAMES
 from model.transformer import Interventions
 from ui import keys, state
+from ui.lesson_text import LESSON
 from ui.widgets import (
     MapCsv,
     chips,
@@ -54,15 +54,17 @@ PRESENTER_CSS = """<style>
 BIG_FONT = 17  # figure text in presenter mode (the figures' own default is 12)
 
 
-def sized(fig: go.Figure, presenter: bool) -> go.Figure:
-    """The figure with larger text in presenter mode (margins grow with it: the axes keep automargin)."""
-    return fig.update_layout(font_size=BIG_FONT, title_font_size=BIG_FONT + 4) if presenter else fig
+def place(fig: go.Figure, key: str, **kw) -> None:
+    """``show`` the figure, with larger text in presenter mode (the axes keep automargin, so margins follow)."""
+    if st.session_state.get(keys.PRESENTER):
+        fig.update_layout(font_size=BIG_FONT, title_font_size=BIG_FONT + 4)
+    show(fig, key, **kw)
 
 
 # -- what each step draws ----------------------------------------------------------------------------------------------
 
 
-def draw_tokens(ctx: state.Ctx, presenter: bool) -> None:
+def draw_tokens(ctx: state.Ctx) -> None:
     a = ctx.a
     c1, c2 = st.columns(2)
     with c1:
@@ -76,41 +78,41 @@ def draw_tokens(ctx: state.Ctx, presenter: bool) -> None:
         text_box(a.translation)
 
 
-def draw_positions(ctx: state.Ctx, presenter: bool) -> None:
+def draw_positions(ctx: state.Ctx) -> None:
     S, cfg = len(ctx.a.source.ids), ctx.cfg
     pe = state.positional_matrix(ctx.path, S)
     title = f"The positional encoding added at your sentence's {S} positions (rows) in all {cfg.d_model} dimensions"
-    show(sized(vp.pe_matrix(pe, title=title, sinusoidal=cfg.pos_encoding == "sinusoidal"), presenter), "lesson_pe")
+    place(vp.pe_matrix(pe, title=title, sinusoidal=cfg.pos_encoding == "sinusoidal"), "lesson_pe")
 
 
-def attention_map(kind: str) -> Callable[[state.Ctx, bool], None]:
+def attention_map(kind: str) -> Callable[[state.Ctx], None]:
     """A step drawing one head (or the mean over heads) of ``kind``, layer and head picked on the page."""
 
-    def draw(ctx: state.Ctx, presenter: bool) -> None:
+    def draw(ctx: state.Ctx) -> None:
         layer, head = pick_layer_head(n_layers_of(ctx.cfg, kind), ctx.cfg.n_heads)
         view = ctx.a.view(kind).map(layer, head)
         fig = va.attention_heatmap(view, title=f"{KIND_NAMES[kind]}, {head_label(layer, head)}")
-        show(sized(fig, presenter), f"lesson_{kind}", csv=MapCsv.of(view))
+        place(fig, f"lesson_{kind}", csv=MapCsv.of(view))
 
     return draw
 
 
-def draw_heads(ctx: state.Ctx, presenter: bool) -> None:
+def draw_heads(ctx: state.Ctx) -> None:
     fig = va.attention_mosaic(ctx.a.view("enc_self"), title="Encoder self-attention: every layer (rows) × head (columns)")
-    show(sized(fig, presenter), "lesson_mosaic")
+    place(fig, "lesson_mosaic")
 
 
-def draw_next_token(ctx: state.Ctx, presenter: bool) -> None:
+def draw_next_token(ctx: state.Ctx) -> None:
     trace = state.run_steps(ctx.path, ctx.text, ctx.settings, ())
     t = clamped_slider("Decoding step", len(trace), key=keys.LESSON_DECODE_STEP) - 1
     v = trace[t]
     chips(v.prefix_tokens + [v.chosen_token], [""] * len(v.prefix_tokens) + ["new"], css="lesson-prefix")
     st.caption("The decoder's input so far, and (green) the piece chosen at this step.")
     fig = vs.candidates_bar(v, title=f"Step {t + 1}: the most probable next pieces (softmax over {ctx.cfg.n_logits} pieces)")
-    show(sized(fig, presenter), "lesson_candidates")
+    place(fig, "lesson_candidates")
 
 
-def draw_beam(ctx: state.Ctx, presenter: bool) -> None:
+def draw_beam(ctx: state.Ctx) -> None:
     s = ctx.settings
     greedy = state.run_analysis(ctx.path, ctx.text, DecodeSettings(max_new=s.max_new))
     beam_settings = s if s.method == "beam" else DecodeSettings(method="beam", max_new=s.max_new)
@@ -124,10 +126,10 @@ def draw_beam(ctx: state.Ctx, presenter: bool) -> None:
         text_box(beam.translation)
     if beam.beam is not None:
         fig = vs.beam_tree(beam.beam, title="Every hypothesis the beam kept; the best one highlighted")
-        show(sized(fig, presenter), "lesson_beam")
+        place(fig, "lesson_beam")
 
 
-def draw_masking(ctx: state.Ctx, presenter: bool) -> None:
+def draw_masking(ctx: state.Ctx) -> None:
     a, last = ctx.a, ctx.cfg.n_dec_layers - 1
     src = vt.display(a.source.tokens)
     if st.session_state.get(keys.LESSON_HIDE, 0) >= len(src):
@@ -147,121 +149,31 @@ def draw_masking(ctx: state.Ctx, presenter: bool) -> None:
             chips(r.tgt_out_tokens, marks, css=f"lesson-{'after' if r is after else 'before'}")
     view = after.view("cross").map(last)
     fig = va.attention_heatmap(view, title=f"Cross-attention with “{src[hide]}” hidden, {head_label(last, None)}")
-    show(sized(fig, presenter), "lesson_masked", csv=MapCsv.of(view))
+    place(fig, "lesson_masked", csv=MapCsv.of(view))
 
 
 # -- the steps ---------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Step:
-    """One step of the lesson: its title, 2–4 sentences (``{D}``-style fields are this model's numbers), the
-    paper's equation (LaTeX) where there is one, and what it draws."""
-
-    title: str
-    text: str
-    equation: str | None
-    draw: Callable[[state.Ctx, bool], None]
-
-
-STEPS = (
-    Step(
-        "Tokens and ids",
-        "The model never sees letters or words, only numbers. Your text is cut into sub-word pieces (tiktoken's "
-        "cl100k pieces, renumbered into this model's vocabulary of {V} ids) and each piece becomes its id; the "
-        "encoder's input ends with the special piece `<eos>`. The decoder writes pieces of the same kind, one at a time, "
-        "choosing among the {VT} pieces of its output vocabulary.",
-        None,
-        draw_tokens,
-    ),
-    Step(
-        "Embeddings and positional encoding",
-        "Each id picks one row of an embedding matrix: a vector of d_model = {D} numbers learned in training, "
-        "multiplied by √d_model (section 3.4). Attention alone does not know in which order the vectors came, so the "
-        "paper adds a positional encoding to each one (section 3.5): sines and cosines whose wavelengths grow from 2π "
-        "to 10000 · 2π across the dimensions. The figure shows what is added at each position of your sentence; no two "
-        "rows are alike, and neighbouring rows are similar.",
-        r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{model}}}\right) \qquad "
-        r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_{model}}}\right)",
-        draw_positions,
-    ),
-    Step(
-        "Self-attention in the encoder",
-        "Every token makes a query q, a key k and a value v: its vector times three learned matrices. The query's dot "
-        "product with every key, divided by √d_k so that large vectors do not make the softmax too sharp, gives one "
-        "score per token; the softmax turns the scores into weights that are positive and sum to 1. The token's new "
-        "vector is the weighted mix of the values. In the heatmap a row is one query token and the columns are the "
-        "tokens it reads: every row sums to 1.",
-        r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V",
-        attention_map("enc_self"),
-    ),
-    Step(
-        "Many heads, many layers",
-        "One attention is one way of mixing. The model runs h = {H} heads side by side, each with its own W^Q, W^K and "
-        "W^V of d_k = d_model / h = {Dh} columns, joins their outputs and mixes them with W^O (section 3.2.2). A small "
-        "feed-forward network then works on every position on its own (eq. 2), and the whole block is repeated: this "
-        "encoder has {LE} layers. Each tile is one head of one layer for your sentence; heads often specialise, one "
-        "reading the previous word, another the next or the end.",
-        r"\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\, W^O, \quad "
-        r"\mathrm{head}_i = \mathrm{Attention}(QW_i^Q, KW_i^K, VW_i^V)",
-        draw_heads,
-    ),
-    Step(
-        "The causal mask",
-        "The decoder writes from left to right, so a position may read only itself and the pieces before it, never "
-        "the ones it has yet to predict (section 3.2.3). The paper does this inside the softmax: the scores of later "
-        "positions are set to −∞, so their weights become exactly 0. In training every position of the correct "
-        "translation is computed at once, and the mask keeps each one from reading the answer. The grey triangle is the "
-        "masked future; each row reads “decoder input → the piece it predicted”.",
-        r"\mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + M\right) V, \qquad "
-        r"M_{ij} = \begin{cases} 0 & j \le i \\ -\infty & j > i \end{cases}",
-        attention_map("dec_self"),
-    ),
-    Step(
-        "Cross-attention",
-        "In each of the {LD} decoder layers a second attention looks at the source. Its queries come from the decoder "
-        "(the translation so far), its keys and values from the encoder's output, the memory (section 3.2.3): the "
-        "same formula with Q from one sentence and K, V from the other. Each row shows where the model looks in the "
-        "source while it chooses the next piece; it often resembles a word alignment, but it does not have to.",
-        r"\mathrm{softmax}\!\left(\frac{Q_{\text{decoder}}\, K_{\text{encoder}}^\top}{\sqrt{d_k}}\right) V_{\text{encoder}}",
-        attention_map("cross"),
-    ),
-    Step(
-        "One decoding step",
-        "At each step the decoder's last vector h_t is multiplied by the output matrix, giving one score (a logit) for "
-        "each of the {VT} pieces it can write, and a softmax turns the scores into probabilities (section 3.4; here "
-        "the output matrix is the embedding matrix itself, shared as in the paper). The bars are the most probable "
-        "next pieces at the step you pick. The chosen piece is appended to the decoder's input and the loop runs again, "
-        "until the model writes `<eos>`.",
-        r"P(y_t = w \mid y_{<t}, x) = \mathrm{softmax}\!\left(h_t W_{\text{out}}\right)_w",
-        draw_next_token,
-    ),
-    Step(
-        "Greedy and beam search",
-        "Greedy decoding takes the most probable piece at every step: fast, but a piece that looks best now can lead "
-        "to a worse sentence. Beam search keeps the k best partial translations at every step and in the end picks "
-        "the one with the best total log-probability, divided by a length penalty so that short outputs are not "
-        "favoured (the paper used k = 4 and α = 0.6, section 6.1). The tree shows every hypothesis the beam kept.",
-        r"\mathrm{score}(Y) = \frac{\log P(Y \mid X)}{\left((5 + |Y|)/6\right)^{\alpha}}",
-        draw_beam,
-    ),
-    Step(
-        "Masking experiments",
-        "Masks also let you ask the model questions. Hide one source token: no query may attend to it any more (its "
-        "score becomes −∞ in the encoder's self-attention and in cross-attention), and nothing is retrained. If the "
-        "translation changes, the model needed that token there; the changed pieces are marked. The Mask lab page has "
-        "more experiments: the causal mask off, a local window, a temperature, heads switched off.",
-        r"\mathrm{score}_{ij} = -\infty \ \text{for the hidden token } j \;\Rightarrow\; \mathrm{weight}_{ij} = 0",
-        draw_masking,
-    ),
-)
+DRAW: dict[str, Callable[[state.Ctx], None]] = {
+    "tokens": draw_tokens,
+    "positions": draw_positions,
+    "attention": attention_map("enc_self"),
+    "heads": draw_heads,
+    "causal": attention_map("dec_self"),
+    "cross": attention_map("cross"),
+    "next_token": draw_next_token,
+    "beam": draw_beam,
+    "masking": draw_masking,
+}
+"""What each step of ``ui.lesson_text.LESSON`` draws, by its key."""
 
 
 # -- the step and presenter mode, kept in the URL ------------------------------------------------------------------------
 
 
 def move(delta: int) -> None:
-    st.session_state[keys.LESSON] = min(max(st.session_state.get(keys.LESSON, 1) + delta, 1), len(STEPS))
+    st.session_state[keys.LESSON] = min(max(st.session_state.get(keys.LESSON, 1) + delta, 1), len(LESSON))
 
 
 def current_step() -> int:
@@ -269,7 +181,7 @@ def current_step() -> int:
     if keys.LESSON not in st.session_state:
         param = st.query_params.get(keys.LESSON, "1")
         st.session_state[keys.LESSON] = int(param) if param.isdigit() else 1
-    k = min(max(int(st.session_state[keys.LESSON]), 1), len(STEPS))
+    k = min(max(int(st.session_state[keys.LESSON]), 1), len(LESSON))
     st.session_state[keys.LESSON] = k
     if k == 1:
         st.query_params.pop(keys.LESSON, None)
@@ -278,7 +190,7 @@ def current_step() -> int:
     return k
 
 
-def presenter_toggle() -> bool:
+def presenter_toggle() -> None:
     if keys.PRESENTER not in st.session_state:
         st.session_state[keys.PRESENTER] = st.query_params.get(keys.PRESENTER) == "1"
     on = st.toggle("Presenter mode", key=keys.PRESENTER, help="Big type and no sidebar, for a projector.")
@@ -287,18 +199,19 @@ def presenter_toggle() -> bool:
         st.html(PRESENTER_CSS)
     else:
         st.query_params.pop(keys.PRESENTER, None)
-    return on
 
 
 def render(ctx: state.Ctx) -> None:
     k = current_step()
-    step = STEPS[k - 1]
+    step = LESSON[k - 1]
     c = st.columns([1.2, 1.2, 5, 2], vertical_alignment="center")
     c[0].button("Previous", key=keys.LESSON_PREV, icon=":material/arrow_back:", on_click=move, args=(-1,), disabled=k == 1)
-    c[1].button("Next", key=keys.LESSON_NEXT, icon=":material/arrow_forward:", on_click=move, args=(1,), disabled=k == len(STEPS))
-    c[2].progress(k / len(STEPS), text=f"Step {k} of {len(STEPS)}")
+    c[1].button(
+        "Next", key=keys.LESSON_NEXT, icon=":material/arrow_forward:", on_click=move, args=(1,), disabled=k == len(LESSON)
+    )
+    c[2].progress(k / len(LESSON), text=f"Step {k} of {len(LESSON)}")
     with c[3]:
-        presenter = presenter_toggle()
+        presenter_toggle()
     cfg = ctx.cfg
     numbers = dict(
         V=cfg.vocab_size, VT=cfg.n_logits, D=cfg.d_model, H=cfg.n_heads, Dh=cfg.d_head, LE=cfg.n_enc_layers, LD=cfg.n_dec_layers
@@ -307,7 +220,7 @@ def render(ctx: state.Ctx) -> None:
     st.markdown(step.text.format(**numbers))
     if step.equation:
         st.latex(step.equation)
-    step.draw(ctx, presenter)
+    DRAW[step.key](ctx)
 
 
 if (ctx := state.page_context()) is not None:
