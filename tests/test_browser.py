@@ -4,7 +4,8 @@ Starts ``streamlit run app.py`` on a free port, types a sentence, waits for the 
 step page from the navigation, moves the step slider and checks that the heatmap and the output change,
 with no exception on the page; opens every page by its URL path (/translate, /attention, ...) and a
 link of the single-page app (``/?view=Attention&kind=...``). Saves screenshots under tests/artifacts/
-(git-ignored). Skips with a reason when chromium, Playwright or a checkpoint is missing. Never runs ``playwright install``: it uses /usr/bin/chromium.
+(git-ignored); with ``ATTENTION_EXPLORER_DOCS=1`` the shots of the Inside one head, Compare and Lesson pages
+also go to docs/ for the README. Walks the lesson from its first step to the last with Next. Skips with a reason when chromium, Playwright or a checkpoint is missing. Never runs ``playwright install``: it uses /usr/bin/chromium.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from pathlib import Path
 import pytest
 
 from ui import catalog
+from ui.lesson_text import LESSON
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+DOCS = ROOT / "docs"
+DOC_SHOTS = os.environ.get("ATTENTION_EXPLORER_DOCS") == "1"  # also write docs/<name>-view.png (README pictures)
 CHROMIUM = "/usr/bin/chromium"
 MODELS = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", ROOT / "pretrained"))
 
@@ -130,13 +134,17 @@ def _z_rows(page: Page, key: str) -> int:
 expect.set_options(timeout=90_000)
 
 
-def _screenshot(page: Page, name: str) -> None:
-    """The whole page (Streamlit scrolls inside its main block, so the viewport is grown to fit it first)."""
+def _screenshot(page: Page, name: str, *, docs: str | None = None, docs_height: int = 1600) -> None:
+    """The whole page (Streamlit scrolls inside its main block, so the viewport is grown to fit it first); with
+    ``docs`` and ``ATTENTION_EXPLORER_DOCS=1``, its top ``docs_height`` pixels also go to docs/``docs``."""
     height = page.evaluate("Math.max(...[...document.querySelectorAll('[data-testid=stMain]')].map(e => e.scrollHeight), 600)")
     size = page.viewport_size
     page.set_viewport_size({"width": size["width"], "height": min(int(height) + 40, 8000)})
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+    if docs and DOC_SHOTS:
+        clip = {"x": 0, "y": 0, "width": size["width"], "height": min(docs_height, int(height) + 40)}
+        page.screenshot(path=str(DOCS / docs), clip=clip)
     page.set_viewport_size(size)
 
 
@@ -278,3 +286,74 @@ def test_old_single_page_link_opens_its_page(page: Page, app_url: str):
     assert "view" not in params
     expect(page.get_by_role("radio", name="Encoder self-attention", exact=True)).to_be_checked()
     expect(page.locator("[data-testid=stException]")).to_have_count(0)
+
+
+def _no_exception(page: Page) -> None:
+    expect(page.locator("[data-testid=stException]")).to_have_count(0)
+
+
+def _chart(page: Page, key: str):
+    """The plotly chart placed with ``key``."""
+    return page.locator(f".st-key-{key} .js-plotly-plot")
+
+
+LESSON_FIGURE = {  # the chart key of each lesson step's figure (step 1 draws a table)
+    "positions": "lesson_pe",
+    "attention": "lesson_enc_self",
+    "heads": "lesson_mosaic",
+    "causal": "lesson_dec_self",
+    "cross": "lesson_cross",
+    "next_token": "lesson_candidates",
+    "beam": "lesson_beam",
+    "masking": "lesson_masked",
+}
+
+
+def test_lesson_walks_from_the_first_step_to_the_last_with_next(page: Page, app_url: str):
+    first, _ = SENTENCES
+    page.goto(f"{app_url}/lesson?{urllib.parse.urlencode({'model': MODEL, 'sentence': first})}")
+    _wait_idle(page)
+    n = len(LESSON)
+    for k, step in enumerate(LESSON, start=1):
+        expect(page.locator("h3").filter(has_text=f"{k} · {step.title}")).to_be_visible()
+        expect(page.get_by_text(f"Step {k} of {n}", exact=True)).to_be_visible()
+        if step.key in LESSON_FIGURE:
+            expect(_chart(page, LESSON_FIGURE[step.key])).to_be_visible()
+        else:
+            expect(page.locator("[data-testid=stMain] [data-testid=stDataFrame]").first).to_be_visible()
+        assert _params(page).get("lesson") == (None if k == 1 else str(k)), "the step is not in the URL"
+        _no_exception(page)
+        _screenshot(page, f"browser-lesson-{k}.png", docs="lesson-view.png" if step.key == "cross" else None)
+        if k < n:
+            page.get_by_role("button", name="Next").click()
+            _wait_idle(page)
+    expect(page.get_by_role("button", name="Next")).to_be_disabled()
+
+    page.get_by_text("Presenter mode").click()
+    _wait_idle(page)
+    expect(page.locator("[data-testid=stSidebar]")).to_be_hidden()
+    assert _params(page).get("presenter") == "1"
+    _no_exception(page)
+    _screenshot(page, "browser-lesson-presenter.png")
+
+
+def test_compare_and_head_pages_for_the_readme(page: Page, app_url: str):
+    """The two sentences of a minimal pair side by side, and one head's computation: screenshots."""
+    pair = "tired-wide" if MODEL == "en-de" else "one-letter"
+    page.goto(f"{app_url}/compare?{urllib.parse.urlencode({'model': MODEL, 'pair': pair})}")
+    _wait_idle(page)
+    expect(page.locator(".cmp-out-b").first).to_be_visible()
+    expect(_chart(page, "cmp_distance")).to_be_visible()
+    if MODEL == "reverse":  # one changed letter: one changed output piece (en-de's outputs depend on the checkpoint)
+        expect(page.locator(".cmp-out-b span[title=changed]")).to_have_count(1)
+    assert _params(page).get("pair") == pair
+    _no_exception(page)
+    _screenshot(page, "browser-compare.png", docs="compare-view.png", docs_height=1500)
+
+    first, _ = SENTENCES
+    query = urllib.parse.urlencode({"model": MODEL, "sentence": first, "kind": "cross", "query": 2})
+    page.goto(f"{app_url}/head?{query}")
+    _wait_idle(page)
+    expect(_chart(page, "head_weights")).to_be_visible()
+    _no_exception(page)
+    _screenshot(page, "browser-head.png", docs="head-view.png", docs_height=2000)
