@@ -39,6 +39,7 @@ from model.checkpoint import load_checkpoint  # noqa: E402
 from model.records import EncoderDistance, head_average  # noqa: E402
 from model.transformer import Interventions  # noqa: E402
 from ui import catalog, keys, state  # noqa: E402
+from ui.lesson_text import LESSON  # noqa: E402
 from viz.compare import distance_figure  # noqa: E402
 
 SENTENCE = " a b c d e"
@@ -201,7 +202,7 @@ def test_compare_preset_picker_fills_both_sentences():
 
 # -- Lesson ------------------------------------------------------------------------------------------------------------
 
-LAST = 9
+LAST = len(LESSON)
 FIGURE = {  # a part of the title of each step's figure (step 1 draws a table)
     2: "positional encoding added",
     3: "Encoder self-attention, layer",
@@ -261,7 +262,8 @@ def test_lesson_next_walks_every_step_and_each_draws_its_figure(rev):
         at.button(key=keys.LESSON_NEXT).click().run()
         ok(at)
         assert at.query_params[keys.LESSON] == str(k)
-        assert heading(at).startswith(f"{k} · ")
+        assert heading(at) == f"{k} · {LESSON[k - 1].title}"
+        assert at.markdown[0].value.startswith(LESSON[k - 1].text.split("{")[0]), "the step's paragraph comes first"
         assert f"Step {k} of {LAST}" in at.get("progress")[0].proto.text
         check_step_numbers(at, k, rev)
         assert at.latex, "steps 2 to the last each have the paper's equation"

@@ -134,8 +134,10 @@ def draw_masking(ctx: state.Ctx) -> None:
     src = vt.display(a.source.tokens)
     if st.session_state.get(keys.LESSON_HIDE, 0) >= len(src):
         st.session_state.pop(keys.LESSON_HIDE)  # a shorter sentence than the one the choice was made on
-    # start with the source piece the last decoder layer reads most (not <eos>): hiding it shows an effect
-    most = int(a.view("cross").map(last).w[:, :-1].sum(axis=0).argmax()) if len(src) > 1 else 0
+    # start with the word piece (not <eos>, not punctuation) the last decoder layer reads most: hiding it shows an effect
+    read = a.view("cross").map(last).w.sum(axis=0)  # (S,) attention each source piece receives
+    words = [i for i, t in enumerate(a.source.tokens) if any(ch.isalnum() for ch in t) and t != "<eos>"] or [0]
+    most = max(words, key=lambda i: read[i])
     hide = st.selectbox(
         "Hide this source token", range(len(src)), index=most, format_func=lambda i: f"{i}: {src[i]}", key=keys.LESSON_HIDE
     )
@@ -155,6 +157,7 @@ def draw_masking(ctx: state.Ctx) -> None:
 # -- the steps ---------------------------------------------------------------------------------------------------------
 
 
+# What each step of ui.lesson_text.LESSON draws, by its key. (A comment: a bare string here would be drawn by magic.)
 DRAW: dict[str, Callable[[state.Ctx], None]] = {
     "tokens": draw_tokens,
     "positions": draw_positions,
@@ -166,7 +169,6 @@ DRAW: dict[str, Callable[[state.Ctx], None]] = {
     "beam": draw_beam,
     "masking": draw_masking,
 }
-"""What each step of ``ui.lesson_text.LESSON`` draws, by its key."""
 
 
 # -- the step and presenter mode, kept in the URL ------------------------------------------------------------------------
