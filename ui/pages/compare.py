@@ -102,11 +102,12 @@ def translations(ra: Analysis, rb: Analysis) -> None:
             chips(r.source.tokens, src, css=f"cmp-src-{name}")
             text_box(r.translation)
             chips(r.tgt_out_tokens, out, css=f"cmp-out-{name}")
-    n = sum(m == "changed" for m in out_b)
+    na, nb = out_a.count("changed"), out_b.count("changed")
     st.caption(
         "The two translations are the same piece for piece."
         if ra.tgt_out_tokens == rb.tgt_out_tokens
-        else f"Yellow: pieces that differ between A and B ({n} of B's {len(out_b)} output pieces, matched with difflib)."
+        else f"Yellow: output pieces that differ between A and B, matched with difflib ({na} of A's {len(out_a)}, "
+        f"{nb} of B's {len(out_b)}); yellow source pieces are the words you changed."
     )
 
 
