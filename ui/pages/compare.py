@@ -165,6 +165,9 @@ def render(path: str, settings: DecodeSettings) -> None:
     except InputError:
         st.info("Type a sentence in both boxes (or pick a minimal pair) to compare them.")
         return
+    if ra.source.truncated or rb.source.truncated:
+        cut = (ra if ra.source.truncated else rb).source
+        st.warning(f"A sentence is longer than the model reads: only its first {len(cut.ids) - 1} pieces are compared.")
     translations(ra, rb)
     st.subheader("Attention, side by side")
     attention(state.load_model(path).model.cfg, ra, rb)
