@@ -119,6 +119,7 @@ def _pairs(folder, split: str, a) -> list[tuple[str, str]]:
     return read_pairs(split_file(folder, split, a.src_lang), split_file(folder, split, a.tgt_lang))[: a.limit]
 
 
+@torch.inference_mode()
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="pretrained/en-de")
@@ -160,7 +161,6 @@ def main(argv=None) -> dict:
         a.split = "dev" if a.corpus else "test_2016_flickr"
     sets = eval_sets(a)
     loaded = load_checkpoint(a.model, a.device)
-    torch.set_grad_enabled(False)
     runs = [] if a.beam_only else [("greedy", 1)]
     runs += [] if a.greedy_only else [(f"beam{a.beam_size}", a.beam_size)]
     results: dict[str, dict] = {}

@@ -245,10 +245,12 @@ def assert_same_outputs(old, old_model, new_model, src, tgt):
         torch.testing.assert_close(fused.logits, want.logits, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("name", ["en-de", "reverse"])
-def test_converted_pretrained_weights_give_the_old_models_outputs(old, tmp_path, name):
+@pytest.mark.parametrize(("old_name", "name"), [("en-de", "en-de-captions"), ("reverse", "reverse")])
+def test_converted_pretrained_weights_give_the_old_models_outputs(old, tmp_path, old_name, name):
+    """The caption model (pretrained/en-de until the general model replaced it) and the toy model are the old
+    files with their LayerNorm names converted, and give the old code's outputs."""
     legacy = tmp_path / "model.safetensors"
-    legacy.write_bytes(git_show(f"pretrained/{name}/model.safetensors"))
+    legacy.write_bytes(git_show(f"pretrained/{old_name}/model.safetensors"))
     old_tensors = load_file(str(legacy))
     new_tensors = load_file(str(PRETRAINED / name / "model.safetensors"))
     # the committed file is the old one renamed: same tensors, bit for bit, same dtype, tied weight once

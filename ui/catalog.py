@@ -195,9 +195,10 @@ PAIRS = {
         ),
         "tense": Pair(
             "Present and past",
-            "A man is reading a book.",
-            "A man was reading a book.",
-            "Only the auxiliary verb changes: watch which output pieces follow it, and which source vectors move.",
+            "The children play in the garden.",
+            "The children played in the garden.",
+            "Only the verb's ending changes (play, played), and German changes the verb's ending too (spielen, "
+            "spielten): watch which source piece the verb's output piece reads, and which source vectors move.",
         ),
     },
     "reverse": {
