@@ -74,11 +74,9 @@ def sidebar() -> tuple[str, Loaded, DecodeSettings]:
         sb.error(f"Cannot load {name}: {e}")
         st.stop()
     cfg = loaded.model.cfg
-    info = state.model_info(path).get("training", {})
     facts = [f"device **{loaded.device}**", f"{loaded.model.n_params() / 1e6:.2f} M parameters"]
-    bleu = info.get("test_bleu") or info.get("val_bleu_greedy")
-    if isinstance(bleu, int | float):
-        facts.append(f"BLEU {bleu:.1f} ({'test' if info.get('test_bleu') else 'validation'}, greedy)")
+    if bleu := state.test_bleu_line(state.model_info(path)):
+        facts.append(bleu)
     sb.caption(" · ".join(facts))
     sb.caption(
         f"d_model {cfg.d_model} · {cfg.n_heads} heads × d_head {cfg.d_head} · d_ff {cfg.d_ff} · "

@@ -672,3 +672,16 @@ def test_the_model_card_line_sits_under_the_picker(tmp_path, monkeypatch):
     at = run_app(sentence=SENTENCE)
     assert at.selectbox(key="model").options == ["reverse"]
     assert limits in [c.value for c in at.sidebar.caption]
+
+
+def test_sidebar_bleu_line_names_each_test_corpus_or_falls_back_to_dev():
+    from ui.state import test_bleu_line
+
+    evaluation = {
+        "multi30k/test_2016_flickr": {"greedy": {"bleu": 34.6}, "beam5": {"bleu": 35.4}},
+        "tatoeba/test": {"greedy": {"bleu": 21.43}},
+        "test_2016_flickr": {"greedy": {"bleu": 36.4}},  # the older key form, without a corpus: left out
+    }
+    assert test_bleu_line({"evaluation": evaluation}) == "test BLEU (greedy): Tatoeba 21.4 · Multi30k 34.6"
+    assert test_bleu_line({"training": {"val_bleu_greedy": 37.49}}) == "BLEU 37.5 (dev, greedy)"
+    assert test_bleu_line({"evaluation": "broken", "training": []}) is None

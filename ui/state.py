@@ -78,6 +78,28 @@ def model_info(path: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+CORPUS_NAMES = {"tatoeba": "Tatoeba", "multi30k": "Multi30k", "bcontrast": "BConTrasT"}
+
+
+def test_bleu_line(info: dict) -> str | None:
+    """Greedy test BLEU per corpus from metrics.json's ``evaluation`` ("corpus/split" keys, as
+    ``model.evaluate --all`` writes them), e.g. "test BLEU (greedy): Tatoeba 21.4 · Multi30k 34.6";
+    else the greedy dev BLEU of training; None if neither is there."""
+    evaluation = info.get("evaluation") if isinstance(info.get("evaluation"), dict) else {}
+    scores = {}
+    for key, result in evaluation.items():
+        corpus, _, split = key.partition("/")
+        bleu = result.get("greedy", {}).get("bleu") if isinstance(result, dict) else None
+        if split and isinstance(bleu, int | float):
+            scores[corpus] = f"{CORPUS_NAMES.get(corpus, corpus)} {bleu:.1f}"
+    if scores:
+        order = [c for c in CORPUS_NAMES if c in scores] + sorted(set(scores) - set(CORPUS_NAMES))
+        return "test BLEU (greedy): " + " · ".join(scores[c] for c in order)
+    training = info.get("training") if isinstance(info.get("training"), dict) else {}
+    bleu = training.get("val_bleu_greedy")
+    return f"BLEU {bleu:.1f} (dev, greedy)" if isinstance(bleu, int | float) else None
+
+
 def model_limits(path: str) -> str | None:
     """One line on what the model knows: metrics.json ``card.limits``, if it is a string."""
     card = model_info(path).get("card")
