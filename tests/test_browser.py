@@ -11,111 +11,38 @@ also go to docs/ for the README. Walks the lesson from its first step to the las
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.parse
-import urllib.request
-from pathlib import Path
 
 import pytest
+from browser_support import ARTIFACTS, MODEL, ROOT, SENTENCES, chromium_page, skip_reason, streamlit_server
+from browser_support import translation as _translation
+from browser_support import wait_idle as _wait_idle
 
 from ui import catalog
 from ui.lesson_text import LESSON
 
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 DOCS = ROOT / "docs"
 DOC_SHOTS = os.environ.get("ATTENTION_EXPLORER_DOCS") == "1"  # also write docs/<name>-view.png (README pictures)
-CHROMIUM = "/usr/bin/chromium"
-MODELS = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", ROOT / "pretrained"))
 
 pytestmark = pytest.mark.browser
 
-
-def _skip_reason() -> str | None:
-    if not Path(CHROMIUM).exists():
-        return f"{CHROMIUM} is missing: apt-get install -y chromium"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed: pip install -r requirements-test.txt"
-    if not any((MODELS / m / "config.json").exists() for m in ("en-de", "reverse")):
-        return f"no checkpoint in {MODELS} (en-de or reverse)"
-    return None
-
-
-if (_reason := _skip_reason()) is not None:
+if (_reason := skip_reason()) is not None:
     pytest.skip(_reason, allow_module_level=True)
 
-from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
-
-MODEL = "en-de" if (MODELS / "en-de" / "config.json").exists() else "reverse"
-SENTENCES = {
-    "en-de": ("A man is riding a horse on the beach.", "Two children are playing in the snow."),
-    "reverse": (" a b c d e", " q r s t u v w"),
-}[MODEL]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from playwright.sync_api import Page, expect  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def app_url():
     """A ``streamlit run app.py`` server on a free port, stopped after the module's tests."""
-    port = _free_port()
-    ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / "streamlit-server.log", "w")  # noqa: SIM115 (closed below)
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1"]
-    cmd += ["--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.read().decode().strip() == "ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not start; see {ARTIFACTS / 'streamlit-server.log'}")
-            time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+    with streamlit_server(ARTIFACTS / "streamlit-server.log") as server:
+        yield server.url
 
 
 @pytest.fixture(scope="module")
 def page(app_url):
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"]
-        )
-        pg = browser.new_page(viewport={"width": 1500, "height": 1100})
-        pg.set_default_timeout(90_000)
+    with chromium_page() as pg:
         yield pg
-        browser.close()
-
-
-def _translation(page: Page) -> str:
-    return page.locator(".translation").first.inner_text().strip()
-
-
-def _wait_idle(page: Page) -> None:
-    """Until Streamlit has finished running the script (its status widget disappears)."""
-    page.wait_for_timeout(300)
-    expect(page.locator("[data-testid=stStatusWidget]")).to_have_count(0, timeout=90_000)
 
 
 def _z_rows(page: Page, key: str) -> int:
