@@ -136,7 +136,10 @@ def main() -> None:
         update_readme(render(json.loads((bl.RESULTS / "all.json").read_text())))
         print(f"rewrote {README} from {bl.RESULTS / 'all.json'}")
         return
-    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    asked = {s.strip() for s in args.skip.split(",") if s.strip()}
+    skip = {n for n in NAMES if n in asked or n.removeprefix("vs_") in asked}  # "marian" names vs_marian too
+    if unknown := asked - skip - {n.removeprefix("vs_") for n in skip}:
+        ap.error(f"--skip: no benchmark named {', '.join(sorted(unknown))}; the names are {', '.join(NAMES)}")
     command = "python " + " ".join(shlex.quote(a) for a in ["bench/run_all.py", *sys.argv[1:]])
     loaded = bl.load(args.ckpt)
     quick = args.quick
