@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import logging
 import os
+import textwrap
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from model.analysis import DecodeSettings
-from model.checkpoint import Loaded
+from model.checkpoint import CheckpointError, Loaded
 from ui import catalog, keys, state
-from ui.widgets import url_radio
+from ui.widgets import MAX_CHARS, cut_url_text, cut_warning, md_escape, url_radio
 
 log = logging.getLogger("attention_explorer")
 
@@ -45,17 +46,48 @@ def follow_old_link(pages: dict[str, st.Page], current: st.Page) -> None:
         log.info("kept the page: the URL parameters %s are bound to widgets already", sorted(params))
 
 
+def pick_model(names: list[str]) -> tuple[str, Loaded]:
+    """The model asked for (the picker's value, else the URL's ``?model=``, else the first), loaded; if its checkpoint
+    does not load, the first of ``names`` (``state.MODEL_ORDER`` first) that does, with a note in the sidebar.
+
+    Runs before the picker is drawn, so a fallback can still set its value and the URL (and rerun, so the picker shows
+    it). Stops the app if no model loads.
+    """
+    wanted = st.session_state.get(keys.MODEL) or st.query_params.get(keys.MODEL)
+    wanted = wanted if wanted in names else names[0]
+    problems = {}
+    for name in dict.fromkeys([wanted, *names]):
+        try:
+            loaded = state.load_model(state.model_path(name))
+        except CheckpointError as e:
+            log.warning("cannot load %s", e)  # the server log keeps the path; users see the folder's name only
+            problems[name] = md_escape(f"{name}: {textwrap.shorten(e.reason, 200, placeholder=' …')}")
+            continue
+        note = f"Cannot load the model {problems[wanted]}. Showing {md_escape(name)} instead." if problems else None
+        if note and st.session_state.get(keys.MODEL_PROBLEM) != note:  # once: no loop if the picker kept its value
+            st.session_state[keys.MODEL_PROBLEM] = note
+            if keys.MODEL not in st.session_state:  # the picker's first run reads the URL; later it writes it
+                st.query_params[keys.MODEL] = name
+            st.session_state[keys.MODEL] = name
+            st.rerun()  # so the picker, drawn next, shows the model that loads
+        return name, loaded
+    st.sidebar.error("No model could be loaded. " + "; ".join(problems.values()))
+    st.stop()
+
+
 def sidebar() -> tuple[str, Loaded, DecodeSettings]:
     """Model picker, device, decoding settings; returns (model path, loaded model, settings)."""
     sb = st.sidebar
     names = state.available_models()
     if not names:
         sb.error(
-            f"No checkpoint found in {state.MODELS_DIR}: a checkpoint is a folder with model.safetensors, config.json, vocab.json."
+            f"No checkpoint found in the models folder ({md_escape(state.MODELS_DIR.name)}): a checkpoint is a folder with "
+            "model.safetensors, config.json, vocab.json."
         )
         st.stop()
+    name, loaded = pick_model(names)
     with sb:
-        name = st.selectbox(
+        st.selectbox(
             "Model",
             names,
             key=keys.MODEL,
@@ -65,14 +97,11 @@ def sidebar() -> tuple[str, Loaded, DecodeSettings]:
             "model trained on picture descriptions only; reverse is a toy model that writes a sequence of letters "
             "backwards (easy to read attention: it should look at the mirror position).",
         )
-    path = str(state.MODELS_DIR / name)
+    if problem := st.session_state.get(keys.MODEL_PROBLEM):
+        sb.warning(problem)
+    path = state.model_path(name)
     if limits := state.model_limits(path):
         sb.caption(limits)
-    try:
-        loaded = state.load_model(path)
-    except (OSError, ValueError, TypeError) as e:
-        sb.error(f"Cannot load {name}: {e}")
-        st.stop()
     cfg = loaded.model.cfg
     facts = [f"device **{loaded.device}**", f"{loaded.model.n_params() / 1e6:.2f} M parameters"]
     if bleu := state.test_bleu_line(state.model_info(path)):
@@ -143,7 +172,7 @@ def source_box(path: str) -> str:
             examples[0],
             key=keys.SENTENCE,
             bind="query-params",
-            max_chars=1000,
+            max_chars=MAX_CHARS,
             on_change=state.reset_per_input_state,
             placeholder="Type a sentence and press Enter",
         )
@@ -151,7 +180,9 @@ def source_box(path: str) -> str:
         st.selectbox(
             "Examples", examples, index=None, key=keys.EXAMPLE, on_change=state.use_example, placeholder="Pick an example…"
         )
-    return text or ""
+    text = (text or "")[:MAX_CHARS]
+    cut_warning(keys.SENTENCE, text)
+    return text
 
 
 def main() -> None:
@@ -162,6 +193,7 @@ def main() -> None:
         catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE].file, title="Translate", url_path="", default=True, visibility="hidden"
     )
     current = st.navigation([root, *pages.values()], position="top")
+    cut_url_text(keys.SENTENCE)  # at the door: a link's long text is cut before anything (box, model) reads it
     follow_old_link(pages, current)
 
     path, loaded, settings = sidebar()

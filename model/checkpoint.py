@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from model.tokenizer import Tokenizer
@@ -127,32 +128,67 @@ class Loaded:
     device: torch.device
 
 
+class CheckpointError(ValueError):
+    """A checkpoint folder that does not load: a file missing, unreadable or corrupt, or weights that do not fit the config.
+
+    ``folder`` is the checkpoint folder; ``reason`` says what is wrong and names files by their name in the folder,
+    never by a path (a user interface can show it beside the folder's name). ``str(e)`` is the folder's path and the
+    reason, for logs and the command line.
+    """
+
+    def __init__(self, reason: str, *, folder: str | Path):
+        self.folder, self.reason = Path(folder), reason
+        super().__init__(f"checkpoint {self.folder}: {reason}")
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """The checkpoint folder, or one of its three files, is missing (a ``FileNotFoundError`` too)."""
+
+
 def load_checkpoint(path: str | Path, device: str | torch.device | None = None) -> Loaded:
     """Load a checkpoint folder into an eval-mode float32 model.
 
     Raises:
-        FileNotFoundError: if the folder or one of its three files is missing.
-        ValueError: if the weights do not fit the config.
+        CheckpointNotFoundError: if the folder or one of its three files is missing (a ``CheckpointError``
+            and a ``FileNotFoundError``).
+        CheckpointError: if a file cannot be read or parsed (unreadable, not JSON, not a safetensors file),
+            the config or vocabulary is invalid, or the weights do not fit the config. A ``ValueError``.
+        ValueError: if the named ``device`` is not available here (``pick_device``).
     """
     p = Path(path)
     for f in ("model.safetensors", "config.json", "vocab.json"):
-        if not (p / f).exists():
-            raise FileNotFoundError(f"{p / f} is missing: a checkpoint folder needs model.safetensors, config.json, vocab.json")
-    cfg = TransformerConfig.from_dict(json.loads((p / "config.json").read_text()))
-    tok = Tokenizer.load(p / "vocab.json")
+        if not (p / f).is_file():
+            raise CheckpointNotFoundError(
+                f"{f} is missing: a checkpoint folder needs model.safetensors, config.json, vocab.json", folder=p
+            )
+    try:
+        cfg = TransformerConfig.from_dict(json.loads((p / "config.json").read_text()))
+    except (OSError, ValueError, TypeError) as e:  # unreadable, not JSON (a ValueError), unknown or bad fields
+        raise CheckpointError(f"config.json is not a valid model config ({e})", folder=p) from e
+    try:
+        tok = Tokenizer.load(p / "vocab.json")
+    except (OSError, ValueError, TypeError) as e:
+        reason = str(e).replace(str(p / "vocab.json"), "vocab.json")  # Tokenizer.load names the file by its path
+        raise CheckpointError(f"vocab.json cannot be read ({reason})", folder=p) from e
     if tok.vocab_size != cfg.vocab_size:
-        raise ValueError(f"vocab.json has {tok.vocab_size} tokens but config.json says {cfg.vocab_size}")
+        raise CheckpointError(f"vocab.json has {tok.vocab_size} tokens but config.json says {cfg.vocab_size}", folder=p)
     if tok.tgt_vocab_size != cfg.n_logits:
-        raise ValueError(f"vocab.json has {tok.tgt_vocab_size} target tokens but config.json says {cfg.n_logits}")
+        raise CheckpointError(f"vocab.json has {tok.tgt_vocab_size} target tokens but config.json says {cfg.n_logits}", folder=p)
     model = Transformer(cfg)
-    tensors = {legacy_name(k): v.float() for k, v in load_file(str(p / "model.safetensors")).items()}
+    try:
+        tensors = {legacy_name(k): v.float() for k, v in load_file(str(p / "model.safetensors")).items()}
+    except (SafetensorError, OSError) as e:  # a corrupt or truncated file
+        raise CheckpointError(f"model.safetensors is not a readable safetensors file ({e})", folder=p) from e
     try:
         missing, unexpected = model.load_state_dict(tensors, strict=False)
     except RuntimeError as e:  # a tensor of the wrong shape
-        raise ValueError(f"{p / 'model.safetensors'} does not fit config.json: {e}") from None
+        raise CheckpointError(f"model.safetensors does not fit config.json: {e}", folder=p) from None
     tied = {"tgt_emb.weight"} if cfg.tie_embeddings else set()
     if set(missing) - tied or unexpected:
-        raise ValueError(f"weights do not fit config: missing {sorted(set(missing) - tied)}, unexpected {unexpected}")
+        raise CheckpointError(
+            f"model.safetensors does not fit config.json: missing {sorted(set(missing) - tied)}, unexpected {unexpected}",
+            folder=p,
+        )
     dev = device if isinstance(device, torch.device) else pick_device(device)
     model.to(dev).eval()
     for prm in model.parameters():

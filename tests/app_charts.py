@@ -1,5 +1,5 @@
 """What an ``AppTest`` run handed to the browser, read back for the app tests: its exceptions and errors,
-and its plotly figures as JSON (``json.loads(chart.proto.spec)``) with their arrays decoded.
+its plotly figures as JSON (``json.loads(chart.proto.spec)``) with their arrays decoded, and what Streamlit logged.
 
 Not a test module (pytest collects ``test_*.py`` only); the app tests import it by name, since pytest puts
 ``tests/`` on ``sys.path`` for them.
@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
@@ -43,3 +46,28 @@ def chart(at: AppTest, title_part: str) -> dict:
     found = [f for f in charts(at) if title_part in f["layout"].get("title", {}).get("text", "")]
     assert found, f"no chart titled …{title_part}…; titles: {titles(at)}"
     return found[0]
+
+
+@contextmanager
+def streamlit_log(level: int = logging.INFO) -> Iterator[list[logging.LogRecord]]:
+    """The records Streamlit's loggers emit at ``level`` or above while the block runs (e.g. the traceback of a
+    dataframe Arrow could not take, logged at INFO).
+
+    Streamlit's loggers do not propagate to the root logger, so pytest's ``caplog`` misses them: a handler is put on
+    each ``streamlit.*`` logger made so far (run the app once before the block) and taken off after.
+    """
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(level)
+    handler.emit = records.append
+    loggers = [logging.getLogger(n) for n in list(logging.Logger.manager.loggerDict) if n.split(".")[0] == "streamlit"]
+    old_levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        if lg.getEffectiveLevel() > level:
+            lg.setLevel(level)
+    try:
+        yield records
+    finally:
+        for lg, old in zip(loggers, old_levels, strict=True):
+            lg.removeHandler(handler)
+            lg.setLevel(old)

@@ -21,6 +21,7 @@ OLD_VIEW = "view"  # links of the single-page app: ?view=attention (or ?view=Att
 
 # -- the frame: sidebar and source box
 FRAME = "_frame"  # ui.state.Frame: model path, text and settings the page works on
+MODEL_PROBLEM = "_model_problem"  # why the model asked for did not load (shown until another model is picked)
 EXAMPLE = "example"
 BEAM_SIZE = "beam_size"
 ALPHA = "alpha"
@@ -28,6 +29,12 @@ SAMPLE_TEMPERATURE = "sample_temperature"
 TOP_K = "top_k"
 TOP_P = "top_p"
 SEED = "seed"
+
+
+def cut(key: str) -> str:
+    """(length in the URL, text kept) of the URL text parameter ``key`` after it was cut to the longest text taken."""
+    return f"_cut_{key}"
+
 
 # -- Attention
 EVERY_KIND_MOSAIC = "all_kinds"

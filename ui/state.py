@@ -62,9 +62,17 @@ def available_models() -> list[str]:
     return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
 
 
+def model_path(name: str) -> str:
+    """The path of checkpoint folder ``name`` under ``MODELS_DIR`` (for the caches: never shown to users)."""
+    return str(MODELS_DIR / name)
+
+
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
 def load_model(path: str) -> Loaded:
-    """The checkpoint at ``path`` in eval mode, shared read-only by every session of this process."""
+    """The checkpoint at ``path`` in eval mode, shared read-only by every session of this process.
+
+    Raises ``model.checkpoint.CheckpointError`` if it does not load (not cached: the next call tries again).
+    """
     return load_checkpoint(path)
 
 
@@ -109,7 +117,8 @@ def model_limits(path: str) -> str | None:
 
 def task_of(path: str) -> str:
     """The task the checkpoint was trained on: "reverse" (toy letter reversal) or "translate"."""
-    task = model_info(path).get("training", {}).get("task")
+    training = model_info(path).get("training")
+    task = training.get("task") if isinstance(training, dict) else None
     return "reverse" if task == "reverse" or (task is None and "reverse" in Path(path).name) else "translate"
 
 
@@ -247,6 +256,7 @@ def use_example() -> None:
 
 def on_model_change() -> None:
     reset_per_input_state()
-    st.session_state[keys.SENTENCE] = catalog.EXAMPLES[task_of(str(MODELS_DIR / st.session_state[keys.MODEL]))][0]
+    st.session_state[keys.SENTENCE] = catalog.EXAMPLES[task_of(model_path(st.session_state[keys.MODEL]))][0]
+    st.session_state.pop(keys.MODEL_PROBLEM, None)
     for key in (keys.COMPARE_A, keys.COMPARE_B, *map(keys.ablate, KINDS)):  # Compare starts again from a preset
         st.session_state.pop(key, None)

@@ -1,23 +1,67 @@
 """Widgets and placement helpers shared by the pages: figures with their downloads, token chips,
-layer/head pickers and radios whose choice lives in the URL as a short key."""
+layer/head pickers, radios whose choice lives in the URL as a short key, Markdown escaping of user and
+token text, and text from the URL cut to the longest text a box takes."""
 
 from __future__ import annotations
 
 import difflib
 import html
+import logging
+import re
 from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from model.records import MapView
 from ui import catalog, keys
 from viz import export as vx
 from viz import tokens as vt
 
+log = logging.getLogger("attention_explorer")
+
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+PROBABILITY = st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.3f")  # a 0..1 column of a table
+MAX_CHARS = 1000  # the longest text a box takes (the model reads at most max_len - 1 pieces of it anyway)
+
+# CommonMark's ASCII punctuation that means something, and Streamlit's own: $…$ LaTeX (remark-math), :name: emoji,
+# :red[…] directives, :material/…: icons. Escaped, each shows as itself (CommonMark lets any ASCII punctuation be).
+_MD_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+\-.!|$<>~:&/]")
+
+
+def md_escape(text: str) -> str:
+    """``text`` with every character that Streamlit's Markdown treats specially backslash-escaped, so it shows as typed.
+
+    For user and token text inside ``st.markdown``, ``st.caption``, ``st.info`` / ``st.warning`` / ``st.error``:
+    ``"$5 and $6"`` would be LaTeX, backticks code, ``*``/``_`` emphasis. Not for ``st.text``, ``st.code``, tables,
+    chips (``st.html``, escaped as HTML) or figures, which show text as it is.
+    """
+    return _MD_SPECIAL.sub(r"\\\g<0>", text)
+
+
+def cut_url_text(key: str) -> None:
+    """Cut the URL's text parameter ``key`` (``?sentence=…``) to ``MAX_CHARS``, before any widget or model reads it.
+
+    Call it before the widget that reads the parameter: the URL is rewritten with the text kept, and
+    ``cut_warning(key, text)`` says so while that text is in the box.
+    """
+    value = st.query_params.get(key)
+    if value is not None and len(value) > MAX_CHARS:
+        st.session_state[keys.cut(key)] = (len(value), value[:MAX_CHARS])
+        try:
+            st.query_params[key] = value[:MAX_CHARS]
+        except StreamlitAPIException:  # bound to its widget already (e.g. back to an old URL): its max_chars cuts
+            log.info("left the URL's %s to its widget", key)
+
+
+def cut_warning(key: str, text: str) -> None:
+    """A warning that ``text`` is the URL's text ``key`` cut to ``MAX_CHARS`` (see ``cut_url_text``), if it is."""
+    n, kept = st.session_state.get(keys.cut(key), (0, None))
+    if text == kept:
+        st.warning(f"The text in the link had {n:,} characters: only the first {MAX_CHARS:,} are used.")
 
 
 class MapCsv(NamedTuple):

@@ -7,7 +7,7 @@ import streamlit as st
 
 from model.records import KIND_NAMES
 from ui import keys, state
-from ui.widgets import MapCsv, clicked_cell, head_label, n_layers_of, pick_layer_head, show, url_radio
+from ui.widgets import MapCsv, clicked_cell, head_label, md_escape, n_layers_of, pick_layer_head, show, url_radio
 from viz import attention as va
 from viz import steps as vs
 from viz import tokens as vt
@@ -55,7 +55,7 @@ def attention_zoom(ctx: state.Ctx, kind: str) -> None:
     qi, ki = cell
     query = vt.display([q[qi]])[0] + (f" → {vt.display([pred[qi]])[0]}" if pred is not None else "")
     st.markdown(
-        f"Query {qi} **{query}** gives key {ki} **{vt.display([k[ki]])[0]}** weight **{w[qi, ki]:.3f}** "
+        f"Query {qi} **{md_escape(query)}** gives key {ki} **{md_escape(vt.display([k[ki]])[0])}** weight **{w[qi, ki]:.3f}** "
         f"({head_label(layer, head)}). Its whole row, in every head of layer {layer + 1}:"
     )
     row = view.attn[layer, :, qi, :]  # (H, K): this query's weights in each head

@@ -13,7 +13,21 @@ import streamlit as st
 from model.analysis import Analysis, DecodeSettings, EncoderDistance, InputError, encoder_distance
 from model.records import KIND_NAMES
 from ui import catalog, keys, state
-from ui.widgets import MapCsv, chips, diff_marks, head_label, n_layers_of, pick_layer_head, show, text_box, url_radio
+from ui.widgets import (
+    MAX_CHARS,
+    MapCsv,
+    chips,
+    cut_url_text,
+    cut_warning,
+    diff_marks,
+    head_label,
+    md_escape,
+    n_layers_of,
+    pick_layer_head,
+    show,
+    text_box,
+    url_radio,
+)
 from viz import attention as va
 from viz import compare as vc
 from viz import tokens as vt
@@ -33,6 +47,8 @@ def init_from_url(presets: dict[str, catalog.Pair]) -> None:
     """On arrival, sentences A and B from the URL (``?pair=tired-wide``, or ``?a=…&b=…``), else the first preset."""
     if keys.COMPARE_A in st.session_state and keys.COMPARE_B in st.session_state:
         return
+    for key in (keys.COMPARE_A, keys.COMPARE_B):
+        cut_url_text(key)
     q = st.query_params
     pair = presets.get(q.get(keys.COMPARE_PAIR, "")) or next(iter(presets.values()))
     st.session_state[keys.COMPARE_A] = q.get(keys.COMPARE_A, pair.a)
@@ -78,8 +94,10 @@ def pick_sentences(task: str) -> tuple[str, str]:
         placeholder="Pick a minimal pair…",
     )
     c1, c2 = st.columns(2)
-    a = c1.text_input("Sentence A", key=keys.COMPARE_A, max_chars=1000)
-    b = c2.text_input("Sentence B", key=keys.COMPARE_B, max_chars=1000)
+    a = c1.text_input("Sentence A", key=keys.COMPARE_A, max_chars=MAX_CHARS)[:MAX_CHARS]
+    b = c2.text_input("Sentence B", key=keys.COMPARE_B, max_chars=MAX_CHARS)[:MAX_CHARS]
+    for key, text in ((keys.COMPARE_A, a), (keys.COMPARE_B, b)):
+        cut_warning(key, text)
     name = keep_in_url(presets, a, b)
     st.caption(
         (presets[name].asks + " " if name else "")
@@ -153,7 +171,7 @@ def distances(path: str, a: str, b: str) -> None:
     st.caption(
         f"Each bar is ||enc(B)[j] − enc(A)[i]||, the L2 distance between the encoder outputs (the memory the decoder "
         f"reads) of a pair of tokens. {how}"
-        + (f" Pieces with no partner: {', '.join(lone)}." if lone else "")
+        + (f" Pieces with no partner: {md_escape(', '.join(lone))}." if lone else "")
         + " Identical sentences give 0 everywhere."
     )
 

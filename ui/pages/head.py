@@ -18,7 +18,7 @@ from model.analysis import DecodeSettings, HeadTrace, head_trace
 from model.records import KIND_NAMES
 from model.transformer import Interventions
 from ui import keys, state
-from ui.widgets import clamped_slider, n_layers_of, show, table_height, url_radio
+from ui.widgets import clamped_slider, md_escape, n_layers_of, show, table_height, url_radio
 from viz import head as vh
 from viz import tokens as vt
 
@@ -62,7 +62,7 @@ def what_if(ctx: state.Ctx, kind: str, layer: int, head: int) -> Interventions:
     said += [f"temperature τ = {tau:g}"] if tau != 1 else []
     said += ["this head switched off"] if off else []
     if said:
-        st.caption("What if: " + "; ".join(said) + ". The translation and every number below are computed with it.")
+        st.caption("What if: " + md_escape("; ".join(said)) + ". The translation and every number below are computed with it.")
     return iv
 
 
@@ -92,7 +92,7 @@ def pick_query(rows: list[str], note: str) -> int:
         st.session_state[keys.TRACE_QUERY] = int(param) if param.isdigit() else 0
     st.session_state[keys.TRACE_QUERY] = min(st.session_state[keys.TRACE_QUERY], len(rows) - 1)
     if len(rows) == 1:
-        st.caption(f"Query token: {rows[0]}")
+        st.caption(f"Query token: {md_escape(rows[0])}")
         query = 0
     else:
         query = st.select_slider("Query token" + note, list(range(len(rows))), format_func=rows.__getitem__, key=keys.TRACE_QUERY)
@@ -107,7 +107,7 @@ def render(ctx: state.Ctx) -> None:
     kind, layer, head, iv, query = pick(ctx)
     t = run_head_trace(ctx.path, ctx.text, ctx.settings, iv, kind, layer, head, query)
     D, Dh, H = t.x.shape[0], t.d_head, t.n_heads
-    st.markdown(f"**{vh.where(t)}**, {vh.query_name(t)}. {KIND_WHERE[kind]}")
+    st.markdown(f"**{vh.where(t)}**, {md_escape(vh.query_name(t))}. {KIND_WHERE[kind]}")
 
     st.subheader("1 · The query's input row x")
     if t.norm_first:

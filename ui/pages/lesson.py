@@ -28,6 +28,7 @@ from ui.widgets import (
     diff_marks,
     download,
     head_label,
+    md_escape,
     n_layers_of,
     pick_layer_head,
     show,
@@ -146,7 +147,7 @@ def draw_masking(ctx: state.Ctx) -> None:
     c1, c2 = st.columns(2)
     for col, name, r, marks in ((c1, "Before", a, before_marks), (c2, f"With “{src[hide]}” hidden", after, after_marks)):
         with col:
-            st.markdown(f"**{name}**")
+            st.markdown(f"**{md_escape(name)}**")
             text_box(r.translation)
             chips(r.tgt_out_tokens, marks, css=f"lesson-{'after' if r is after else 'before'}")
     view = after.view("cross").map(last)

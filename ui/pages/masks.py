@@ -118,10 +118,18 @@ def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) ->
         show(va.attention_heatmap(before, title=f"Before: {label}"), "mask_before", csv=MapCsv.of(before))
     with c2:
         show(va.attention_heatmap(after_map, title=f"After: {label}"), "mask_after", csv=MapCsv.of(after_map))
+    off = sum((layer, h) in after_all.ablated for h in range(ctx.cfg.n_heads))  # heads of this layer switched off
     if head_off:
         st.caption(
             "This head is switched off: its output is replaced by zeros before W^O, so what it would attend to no longer matters."
         )
+    elif head is None and off == ctx.cfg.n_heads:
+        st.info(
+            f"Every head of layer {layer + 1} is switched off: the attention output is zero, so there is no map to show "
+            "(grey: switched off); the difference below is 0 − before."
+        )
+    elif head is None and off:
+        st.caption(f"The mean is over the {ctx.cfg.n_heads - off} heads still on: the {off} switched off are left out.")
 
     st.markdown("**Difference** (after − before)")
     d1, d2 = st.columns(2)

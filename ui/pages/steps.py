@@ -12,7 +12,18 @@ import streamlit as st
 from model.analysis import InputError
 from model.records import attention_view, trace_view
 from ui import keys, state
-from ui.widgets import MapCsv, chips, clicked_point, head_label, head_slider, pick_layer_head, show, slider_or_fixed
+from ui.widgets import (
+    PROBABILITY,
+    MapCsv,
+    chips,
+    clicked_point,
+    head_label,
+    head_slider,
+    pick_layer_head,
+    show,
+    slider_or_fixed,
+    table_height,
+)
 from viz import attention as va
 from viz import steps as vs
 from viz import tokens as vt
@@ -242,9 +253,10 @@ def reference_fragment(ctx: state.Ctx, ref: str) -> None:
         one = view.map(layer, head)
         with col:
             show(va.attention_heatmap(one, title=f"{name}, {head_label(layer, head)}"), key, csv=MapCsv.of(one))
-    probs = pd.DataFrame({"reference piece": vt.display(tgt_out), "model's probability": maps.next_probs})
-    st.caption(f"How likely the model finds each reference piece (mean {float(maps.next_probs.mean()):.3f}):")
-    st.dataframe(probs.T, width="stretch")
+    p = np.asarray(maps.next_probs, dtype=np.float64)  # (T,): one typed column each, so Arrow takes the table as it is
+    probs = pd.DataFrame({"reference piece": pd.Series(vt.display(tgt_out), dtype="string"), "model's probability": p})
+    st.caption(f"How likely the model finds each reference piece (mean {float(p.mean()):.3f}):")
+    st.dataframe(probs, width="stretch", height=min(table_height(probs), 400), column_config={"model's probability": PROBABILITY})
 
 
 if (ctx := state.page_context()) is not None:

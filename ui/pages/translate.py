@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import state
-from ui.widgets import download, show, table_height, text_box, token_table
+from ui.widgets import PROBABILITY, download, show, table_height, text_box, token_table
 from viz import steps as vs
 
 
@@ -42,7 +42,7 @@ def render(ctx: state.Ctx) -> None:
             out,
             width="stretch",
             height=min(table_height(out), 740),
-            column_config={"probability": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.3f")},
+            column_config={"probability": PROBABILITY},
         )
     st.caption(
         "cl100k id −1 marks the model's own specials (<bos>, <eos>). Pieces the small vocabulary lacks are spelled byte by "
