@@ -385,13 +385,13 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
+        self.dropout = nn.Dropout(cfg.dropout)  # residual dropout (section 5.4), after each of the three sub-layers
         self.self_attn = MultiHeadAttention(cfg)
         self.self_attn_norm = SubLayerNorm(cfg)
         self.cross_attn = MultiHeadAttention(cfg, cross=True)
         self.cross_attn_norm = SubLayerNorm(cfg)
         self.ff = FeedForward(cfg)
         self.ff_norm = SubLayerNorm(cfg)
-        self.dropout = nn.Dropout(cfg.dropout)  # residual dropout (section 5.4)
 
     def forward(
         self,

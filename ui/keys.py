@@ -22,13 +22,10 @@ OLD_VIEW = "view"  # links of the single-page app: ?view=attention (or ?view=Att
 # -- the frame: sidebar and source box
 FRAME = "_frame"  # ui.state.Frame: model path, text and settings the page works on
 MODEL_PROBLEM = "_model_problem"  # why the model asked for did not load (shown until another model is picked)
-EXAMPLE = "example"
-BEAM_SIZE = "beam_size"
-ALPHA = "alpha"
-SAMPLE_TEMPERATURE = "sample_temperature"
-TOP_K = "top_k"
-TOP_P = "top_p"
-SEED = "seed"
+EXAMPLE = "example"  # the examples picker
+# the decoding widgets, each bound to the URL under its own name
+BEAM_SIZE, ALPHA = "beam_size", "alpha"  # beam search
+SAMPLE_TEMPERATURE, TOP_K, TOP_P, SEED = "sample_temperature", "top_k", "top_p", "seed"  # sampling
 
 
 def cut(key: str) -> str:

@@ -15,21 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from model.records import WordOrder
-from viz._common import (
-    AXIS_TITLE_SIZE,
-    HIGHLIGHT,
-    MARGIN_MIN,
-    as_array,
-    axis,
-    axis_margin,
-    base_layout,
-    check_tokens,
-    colorbar_margin,
-    diverging_colors,
-    esc,
-    short,
-    text_px,
-)
+from viz import _common as vc
 from viz.tokens import display
 
 
@@ -49,7 +35,7 @@ def wavelength(dim: int, d_model: int) -> float:
 
 
 def _pe(pe) -> np.ndarray:
-    p = as_array(pe, "pe", 2)  # (N, D)
+    p = vc.as_array(pe, "pe", 2)  # (N, D)
     if 0 in p.shape:
         raise ValueError(f"pe is empty (shape {p.shape}); expected (positions, d_model)")
     return p
@@ -84,25 +70,25 @@ def pe_matrix(pe, *, title: str | None = None, sinusoidal: bool = True, height: 
         z=p,
         x=names,
         y=np.arange(N),
-        **diverging_colors("PE value", r),
+        **vc.diverging_colors("PE value", r),
         hovertemplate="position %{y}<br>%{x}<br>value %{z:.3f}<extra></extra>",
         name="PE",
     )
     x_ticks = [str(d) for d in range(0, D, step)]
-    layout = base_layout(
+    layout = vc.base_layout(
         title
         or "Positional encoding: one row per position<br><sup>left: fast waves (short wavelength); right: slow waves; "
         "each position gets its own pattern (section 3.5)</sup>",
         height=height or int(np.clip(N * 6, 300, 700) + 130),
         meta={"N": N, "D": D},
         margin=dict(
-            l=axis_margin([str(N - 1)], along_y=True, title=True),
-            r=colorbar_margin("PE value", [f"−{r / 2:.2g}"]),
+            l=vc.axis_margin([str(N - 1)], along_y=True, title=True),
+            r=vc.colorbar_margin("PE value", [f"−{r / 2:.2g}"]),
             t=80,
-            b=axis_margin(x_ticks, along_y=False, title=True),
+            b=vc.axis_margin(x_ticks, along_y=False, title=True),
         ),
-        xaxis=axis("dimension", type="category", tickmode="array", tickvals=list(range(0, D, step)), ticktext=x_ticks),
-        yaxis=axis("position", autorange="reversed"),
+        xaxis=vc.axis("dimension", type="category", tickmode="array", tickvals=list(range(0, D, step)), ticktext=x_ticks),
+        yaxis=vc.axis("position", autorange="reversed"),
     )
     return go.Figure(data=[heat], layout=layout)
 
@@ -148,22 +134,22 @@ def pe_curves(pe, dims: Sequence[int], *, title: str | None = None, d_model: int
     bounded = np.abs(p).max() <= 1
     # the legend stands right of the plot (plotly's default x = 1.02 of the plot width): symbol (40 px) +
     # name, 2 x 10 px padding, and 16 px for the 2 % gap (enough up to an 800 px wide plot)
-    legend_px = max(text_px(t["name"]) + 40 for t in traces)
-    legend_px = max(legend_px, text_px("dimension", AXIS_TITLE_SIZE)) + 20 + 16
-    layout = base_layout(
+    legend_px = max(vc.text_px(t["name"]) + 40 for t in traces)
+    legend_px = max(legend_px, vc.text_px("dimension", vc.AXIS_TITLE_SIZE)) + 20 + 16
+    layout = vc.base_layout(
         title
         or "Positional-encoding waves<br><sup>dimension pair i oscillates with wavelength 2π·10000^(2i/d_model) positions</sup>",
         height=380,
         legend=dict(title=dict(text="dimension"), orientation="v"),
         hovermode="x unified",
         margin=dict(
-            l=axis_margin(["−0.5"] if bounded else [f"{-np.abs(p).max():.2g}"], along_y=True, title=True),
-            r=math.ceil(legend_px) + MARGIN_MIN,
+            l=vc.axis_margin(["−0.5"] if bounded else [f"{-np.abs(p).max():.2g}"], along_y=True, title=True),
+            r=math.ceil(legend_px) + vc.MARGIN_MIN,
             t=80,
-            b=axis_margin([str(N - 1)], along_y=False, title=True),
+            b=vc.axis_margin([str(N - 1)], along_y=False, title=True),
         ),
-        xaxis=axis("position", range=[0, max(N - 1, 1)]),
-        yaxis=axis("PE value", range=[-1.1, 1.1] if bounded else None, zeroline=True),
+        xaxis=vc.axis("position", range=[0, max(N - 1, 1)]),
+        yaxis=vc.axis("PE value", range=[-1.1, 1.1] if bounded else None, zeroline=True),
     )
     return go.Figure(data=traces, layout=layout)
 
@@ -193,20 +179,20 @@ def pe_similarity(pe, *, cosine: bool = True, title: str | None = None) -> go.Fi
         z=sim.astype(np.float32),
         x=np.arange(N),
         y=np.arange(N),
-        **diverging_colors(what, r),
+        **vc.diverging_colors(what, r),
         hovertemplate=f"position %{{y}} vs position %{{x}}<br>{what} %{{z:.3f}}<extra></extra>",
         name="similarity",
     )
-    side = axis_margin([str(N - 1)], along_y=True, title=True)
-    layout = base_layout(
+    side = vc.axis_margin([str(N - 1)], along_y=True, title=True)
+    layout = vc.base_layout(
         title
         or f"Position-by-position {what} of the positional encoding<br><sup>the bright diagonal band: nearby positions look alike</sup>",
         height=560,
         margin=dict(
-            l=side, r=colorbar_margin(what, [f"−{r / 2:.2g}"]), t=80, b=axis_margin([str(N - 1)], along_y=False, title=True)
+            l=side, r=vc.colorbar_margin(what, [f"−{r / 2:.2g}"]), t=80, b=vc.axis_margin([str(N - 1)], along_y=False, title=True)
         ),
-        xaxis=axis("position", constrain="domain", constraintoward="left"),
-        yaxis=axis(
+        xaxis=vc.axis("position", constrain="domain", constraintoward="left"),
+        yaxis=vc.axis(
             "position",
             autorange="reversed",
             scaleanchor="x",
@@ -237,8 +223,8 @@ def word_order_figure(demo: WordOrder, *, title: str | None = None) -> go.Figure
     """
     if not isinstance(demo, WordOrder):
         raise ValueError(f"demo must be the WordOrder that model.analysis.word_order_demo returns, got {type(demo).__name__}")
-    a_tok = check_tokens(demo.a_tokens, "demo.a_tokens")
-    b_tok = check_tokens(demo.b_tokens, "demo.b_tokens", len(a_tok), "demo.a_tokens")
+    a_tok = vc.check_tokens(demo.a_tokens, "demo.a_tokens")
+    b_tok = vc.check_tokens(demo.b_tokens, "demo.b_tokens", len(a_tok), "demo.a_tokens")
     perm = [int(i) for i in demo.perm]
     S = len(a_tok)
     if sorted(perm) != list(range(S)):
@@ -246,22 +232,22 @@ def word_order_figure(demo: WordOrder, *, title: str | None = None) -> go.Figure
     states = {"pe_off": demo.pe_off, "pe_on": demo.pe_on}
     dist = {}
     for name, part in states.items():
-        ea = as_array(part.a, f"demo.{name}.a", 2)
-        eb = as_array(part.b, f"demo.{name}.b", 2)
+        ea = vc.as_array(part.a, f"demo.{name}.a", 2)
+        eb = vc.as_array(part.b, f"demo.{name}.b", 2)
         if ea.shape != eb.shape or ea.shape[0] != S:
             raise ValueError(f"demo.{name}: a {ea.shape} and b {eb.shape} must both be ({S}, d_model) for {S} tokens")
         dist[name] = np.linalg.norm(eb.astype(np.float64) - ea[perm].astype(np.float64), axis=1)  # (S,)
     shown_b = display(b_tok)
     shown_a = display(a_tok)
-    ticks = [esc(short(t)) for t in shown_b]
+    ticks = [vc.esc(vc.short(t)) for t in shown_b]
     traces = []
     for name, label, color in (
         ("pe_off", "without positional encoding", "#9e9e9e"),
-        ("pe_on", "with positional encoding", HIGHLIGHT),
+        ("pe_on", "with positional encoding", vc.HIGHLIGHT),
     ):
         d = dist[name]
         hover = [
-            f"<b>{label}</b><br>{esc(shown_b[i])}: position {i} in B, position {perm[i]} in A"
+            f"<b>{label}</b><br>{vc.esc(shown_b[i])}: position {i} in B, position {perm[i]} in A"
             f"<br>||enc_B[{i}] − enc_A[{perm[i]}]|| = {d[i]:.2e}"
             for i in range(S)
         ]
@@ -280,27 +266,29 @@ def word_order_figure(demo: WordOrder, *, title: str | None = None) -> go.Figure
                 meta={"distance": d.tolist(), "max_diff": float(states[name].max_diff)},
             )
         )
-    words = lambda toks: esc("".join(t for t in toks if t not in ("<bos>", "<eos>", "<pad>")).strip())  # noqa: E731
+    words = lambda toks: vc.esc("".join(t for t in toks if t not in ("<bos>", "<eos>", "<pad>")).strip())  # noqa: E731
     a_text, b_text = words(a_tok), words(b_tok)
     y_title = "‖enc_B[i] − enc_A[perm[i]]‖ (L2)"
     top, legend_row = 90, 26
-    bottom = axis_margin(ticks, along_y=False, title=True) + legend_row  # tokens, axis title, then the legend
+    bottom = vc.axis_margin(ticks, along_y=False, title=True) + legend_row  # tokens, axis title, then the legend
     top_value = max(float(dist["pe_on"].max()), float(dist["pe_off"].max()))
-    layout = base_layout(
+    layout = vc.base_layout(
         title
         or f"Word order: A = “{a_text}”, B = “{b_text}”<br><sup>distance between the encoder output of each word in B and of the same word in A; "
         "0 without positional encoding: the encoder cannot tell the orders apart</sup>",
         barmode="group",
-        height=top + bottom + max(240, math.ceil(text_px(y_title, AXIS_TITLE_SIZE)) + 30),  # the plot as tall as its y title
+        height=top
+        + bottom
+        + max(240, math.ceil(vc.text_px(y_title, vc.AXIS_TITLE_SIZE)) + 30),  # the plot as tall as its y title
         legend=dict(orientation="h", x=0, xanchor="left", y=0, yanchor="bottom", yref="container"),
         meta={"perm": perm, "a_tokens": shown_a, "b_tokens": shown_b},
         margin=dict(
-            l=axis_margin([f"{top_value:.2g}", "0.5"], along_y=True, title=True),
-            r=MARGIN_MIN,
+            l=vc.axis_margin([f"{top_value:.2g}", "0.5"], along_y=True, title=True),
+            r=vc.MARGIN_MIN,
             t=top,
             b=bottom,
         ),
-        xaxis=axis("token of sentence B", tickmode="array", tickvals=list(range(S)), ticktext=ticks),
-        yaxis=axis(y_title, rangemode="tozero"),
+        xaxis=vc.axis("token of sentence B", tickmode="array", tickvals=list(range(S)), ticktext=ticks),
+        yaxis=vc.axis(y_title, rangemode="tozero"),
     )
     return go.Figure(data=traces, layout=layout)

@@ -8,20 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz._common import (
-    as_array,
-    base_layout,
-    check_tokens,
-    heatmap_axes,
-    heatmap_margins,
-    mosaic_axis,
-    tick_style,
-    tile,
-    tile_label,
-    tile_origin,
-    token_labels,
-    weight_colors,
-)
+from viz import _common as vc
 from viz.tokens import display
 
 STAT_COLUMNS = ("kind", "layer", "head", "entropy", "mean_distance", "diagonal", "previous", "first", "last", "max", "rows")
@@ -105,7 +92,7 @@ def head_stats(enc_self=None, dec_self=None, cross=None) -> pd.DataFrame:
         if arr is None:
             continue
         given += 1
-        a = as_array(arr, kind, 4)  # (L, H, Q, K)
+        a = vc.as_array(arr, kind, 4)  # (L, H, Q, K)
         if 0 in a.shape:
             raise ValueError(f"{kind} is empty (shape {a.shape})")
         if kind != "cross" and a.shape[2] != a.shape[3]:
@@ -134,7 +121,7 @@ def rollout(enc_self, *, residual: float = 0.5) -> np.ndarray:
     Raises:
         ValueError: if the maps are not square ``(L, H, S, S)`` or r is outside [0, 1].
     """
-    a = as_array(enc_self, "enc_self", 4).astype(np.float64)  # (L, H, S, S)
+    a = vc.as_array(enc_self, "enc_self", 4).astype(np.float64)  # (L, H, S, S)
     L, H, S, S2 = a.shape
     if S != S2 or 0 in a.shape:
         raise ValueError(f"rollout needs square self-attention maps (L, H, S, S), got {a.shape}")
@@ -163,36 +150,36 @@ def rollout_figure(roll, tokens: Sequence[str], *, title: str | None = None, hei
     Raises:
         ValueError: if ``roll`` is not ``(L, S, S)`` or the tokens do not match.
     """
-    r = as_array(roll, "roll", 3)  # (L, S, S)
+    r = vc.as_array(roll, "roll", 3)  # (L, S, S)
     L, S, S2 = r.shape
     if S != S2 or 0 in r.shape:
         raise ValueError(f"roll must be (layers, S, S) as returned by rollout, got {r.shape}")
-    hover, tick = token_labels(display(check_tokens(tokens, "tokens", S, "roll's last axes")))
+    hover, tick = vc.token_labels(display(vc.check_tokens(tokens, "tokens", S, "roll's last axes")))
     gap = max(1, round(S / 8))
-    z = tile(r[None], gap)  # (S, L*S + (L-1)*gap)
+    z = vc.tile(r[None], gap)  # (S, L*S + (L-1)*gap)
     cd = np.zeros(z.shape, dtype=np.uint8 if L < 256 else np.uint16)
     for l in range(L):
-        x0 = tile_origin(0, l, S, S, gap)[1]
+        x0 = vc.tile_origin(0, l, S, S, gap)[1]
         cd[:, x0 : x0 + S] = l + 1
-    x = mosaic_axis([hover] * L, gap)
+    x = vc.mosaic_axis([hover] * L, gap)
     fig = go.Figure(
         go.Heatmap(
             z=z,
             x=x,
             y=hover,
             customdata=cd,
-            **weight_colors("share"),
+            **vc.weight_colors("share"),
             hoverongaps=False,
             hovertemplate="<b>rollout through layer %{customdata}</b><br>state at: %{y}<br>draws on input token: %{x}"
             "<br>share %{z:.3f}<extra></extra>",
             name="rollout",
         )
     )
-    cols_at = [tile_origin(0, l, S, S, gap)[1] + j for l in range(L) for j in range(S)]
-    annotations = [tile_label(tile_origin(0, l, S, S, gap)[1], 0, f"<b>after layer {l + 1}</b>") for l in range(L)]
+    cols_at = [vc.tile_origin(0, l, S, S, gap)[1] + j for l in range(L) for j in range(S)]
+    annotations = [vc.tile_label(vc.tile_origin(0, l, S, S, gap)[1], 0, f"<b>after layer {l + 1}</b>") for l in range(L)]
     cell = float(np.clip(900 / (L * S + (L - 1) * gap), 6, 36))
     fig.update_layout(
-        **base_layout(
+        **vc.base_layout(
             title
             or "Attention rollout (Abnar & Zuidema 2020)<br><sup>how much each position (row) draws on each input token (column), "
             "through the residual stream and every layer so far</sup>"
@@ -201,10 +188,10 @@ def rollout_figure(roll, tokens: Sequence[str], *, title: str | None = None, hei
         height=height or int(S * cell + 230),
         meta={"L": L, "S": S, "gap": gap},
     )
-    x_ticks = dict(tickvals=cols_at, ticktext=tick * L, **tick_style(cell, rotate=True))  # cell < 40 px: ticks turned -90°
+    x_ticks = dict(tickvals=cols_at, ticktext=tick * L, **vc.tick_style(cell, rotate=True))  # cell < 40 px: ticks turned -90°
     y_ticks = dict(tickvals=list(range(S)), ticktext=tick)
-    fig.update_layout(margin=heatmap_margins(x_ticks, y_ticks, top=90, colorbar="share"))
-    xaxis, yaxis = heatmap_axes("input token", "position (state after the layer)", x_ticks, y_ticks)
+    fig.update_layout(margin=vc.heatmap_margins(x_ticks, y_ticks, top=90, colorbar="share"))
+    xaxis, yaxis = vc.heatmap_axes("input token", "position (state after the layer)", x_ticks, y_ticks)
     fig.update_xaxes(**xaxis)
     fig.update_yaxes(**yaxis)
     return fig
