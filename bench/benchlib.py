@@ -37,7 +37,7 @@ RESULTS = ROOT / "bench" / "results"
 CHECKPOINTS = (ROOT / "pretrained" / "en-de", ROOT / "runs" / "en-de")
 """Where the English-German model is looked for, in order: the shipped one, then the training run."""
 
-# Caption-style English (the register of Multi30k, which the model was trained on), exactly 5, 15
+# Caption-style English (the register of Multi30k, one of the corpora the model was trained on), exactly 5, 15
 # and 40 words long (``words()`` counts them; the scripts assert the counts).
 SENTENCES = {
     5: "A dog runs through grass.",
