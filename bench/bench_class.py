@@ -1,0 +1,464 @@
+"""Benchmark 8: a whole class at once. N students open one page of one ``streamlit run app.py`` server.
+
+    python bench/bench_class.py [--n 1,10,30,60] [--windows 3,10] [--pages attention,masks] [--quick]
+
+No browser: each simulated student speaks Streamlit's own websocket protocol, as the browser does.
+It connects to ``ws://127.0.0.1:PORT/_stcore/stream`` (subprotocol ``streamlit``) and sends a
+``BackMsg`` whose ``rerun_script`` is a ``ClientState`` with the student's query string
+(``sentence=...``, every student a different sentence) and ``page_name`` = the page's URL path
+(the frontend sends ``pageName``; ``PagesManager`` matches it against each page's ``url_pathname``).
+It then reads ``ForwardMsg`` protos until ``script_finished``: that is its first run. After a think
+time it changes one widget, as the browser does (a ``rerun_script`` with that widget's new value,
+and the widget's ``fragment_id`` when it sits in an ``st.fragment``), and reads until that run
+finishes too:
+
+- Attention: the "Attention kind" radio to another kind (a fragment rerun: the mosaic and the zoom);
+- Mask lab: the "Attention temperature" slider to 2.0 (a full rerun: a second analysis of the sentence).
+
+The N students arrive evenly spread over the arrival window (student i at ``i * window / N`` s),
+on a fresh server that one warm-up student (another sentence) has already opened, as a teacher
+would before the lesson. Measured per student: arrival (before the websocket connects) to
+``script_finished`` of the first run, and the widget change's send to its ``script_finished``.
+A student fails on a timeout, a closed connection, a run that does not finish, an exception
+element or an error alert in the page. Server: CPU seconds (``/proc/PID/stat`` utime + stime)
+from the first arrival to the last finished run, shown as cores busy on average; peak RSS
+(``VmHWM``) of the server, which was started for this measurement alone.
+
+Correctness: each student's result (its translation and a digest of every chart spec, markdown,
+HTML and text the run sent) is compared with the same sentence run by a single session alone on a
+server of its own. The translation is the Mask lab's "Before" box; the Attention page shows none,
+so there it is the predicted pieces on the zoom map's rows. A difference counts as a mismatch.
+
+Only 127.0.0.1 and at most 60 students. The load generator (one asyncio loop, this process) runs
+on the same machine; its own CPU time is reported too. ``--py-spy`` records the server during the
+bursts (py-spy from bench/requirements.txt) and prints the functions that took the most samples.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import html
+import json
+import os
+import re
+import signal
+import statistics
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import bench_app as ba
+import benchlib as bl
+import numpy as np
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ClientState_pb2 import ClientState
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
+
+HOST = "127.0.0.1"
+MAX_STUDENTS = 60
+P95_TARGET_S = 4.0
+RSS_TARGET_MIB = 1536
+TARGETS = {("attention", 60, 3.0), ("masks", 30, 3.0)}  # (page, N, window): the issue's targets
+TIMEOUT_S = 120.0
+THINK_S = 2.0  # a student looks at the first page this long before changing a widget
+PAGE_TITLES = {"attention": "Attention", "masks": "Mask lab"}
+
+# Caption-style sentences, one per student: subject i % 12, action i % 7, place i % 5 (12, 7, 5 coprime: all differ).
+SUBJECTS = [
+    "A young man", "Two little girls", "An old woman", "A brown dog", "Three students", "A tall police officer",
+    "A boy in a red shirt", "Two musicians", "A woman with a hat", "Several workers", "A small child", "A man in a blue jacket",
+]  # fmt: skip
+ACTIONS = [
+    "walked slowly",
+    "waited for the bus",
+    "sat on a bench",
+    "played music",
+    "ate lunch",
+    "talked quietly",
+    "looked at the sky",
+]
+PLACES = ["near the old bridge", "in the busy market", "on a sunny beach", "outside the train station", "under a large tree"]
+WARMUP_SENTENCE = bl.SENTENCES[5]
+
+
+def class_sentences(n: int) -> list[str]:
+    """``n`` different sentences, the same list every time (student i gets sentence i)."""
+    return [f"{SUBJECTS[i % 12]} {ACTIONS[i % 7]} {PLACES[i % 5]}." for i in range(n)]
+
+
+# -- one simulated browser --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Change:
+    """The widget a student changes after the first run: found by label; ``value`` for a slider, else another option."""
+
+    label: str
+    value: float | None = None
+
+
+CHANGES = {"attention": Change("Attention kind"), "masks": Change("Attention temperature τ", 2.0)}
+
+
+@dataclass
+class Run:
+    """What one script run sent to a session."""
+
+    seconds: float = 0.0  # request sent (or arrival, for the first run) -> script_finished
+    first_delta_s: float | None = None
+    status: str = ""
+    bytes: int = 0
+    messages: int = 0
+    elements: dict = field(default_factory=dict)  # delta path -> (element type, Element), the last one sent there
+    fragments: dict = field(default_factory=dict)  # delta path -> fragment id of the delta
+    errors: list = field(default_factory=list)
+
+    def widget(self, label: str):
+        """(element, fragment id) of the widget labelled ``label``, or (None, "")."""
+        for path, (kind, el) in self.elements.items():
+            w = getattr(el, kind)
+            if getattr(w, "label", None) == label and getattr(w, "id", ""):
+                return el, self.fragments.get(path, "")
+        return None, ""
+
+    def digest(self) -> str:
+        """sha256 over what a student reads: chart specs, markdown, HTML, text, alerts and headings, in page order."""
+        h = hashlib.sha256()
+        for path in sorted(self.elements):
+            kind, el = self.elements[path]
+            body = el.plotly_chart.spec if kind == "plotly_chart" else getattr(getattr(el, kind), "body", None)
+            if body is not None:
+                h.update(f"{path}|{kind}|{body}\n".encode())
+        return h.hexdigest()[:16]
+
+    def translation(self) -> str:
+        """The "Before" translation box (Mask lab), else the predicted pieces on the zoom map's rows (Attention)."""
+        boxes = [el.html.body for kind, el in self.elements.values() if kind == "html" and 'class="translation"' in el.html.body]
+        if boxes:
+            return html.unescape(re.sub(r"<[^>]+>", "", boxes[0])).strip()
+        charts = [el.plotly_chart.spec for kind, el in self.elements.values() if kind == "plotly_chart"]
+        for spec in charts[1:2]:  # the zoom map: the second chart of the page
+            rows = json.loads(spec)["layout"]["yaxis"].get("ticktext", [])
+            return html.unescape(" ".join(t.split("→")[-1].strip() for t in rows))
+        return ""
+
+
+async def read_run(ws, t0: float, deadline: float) -> tuple[Run, str | None]:
+    """Read ForwardMsgs until the run finishes; returns the run and the script hash of the page it ran (from
+    ``navigation``, as the browser keeps it for the next rerun)."""
+    run, page_hash = Run(), None
+    while True:
+        data = await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.perf_counter()))
+        msg = ForwardMsg()
+        msg.ParseFromString(data)
+        run.bytes += len(data)
+        run.messages += 1
+        kind = msg.WhichOneof("type")
+        if kind == "navigation":
+            page_hash = msg.navigation.page_script_hash
+        elif kind == "page_not_found":
+            run.errors.append("page not found")
+        elif kind == "delta":
+            if run.first_delta_s is None:
+                run.first_delta_s = time.perf_counter() - t0
+            if msg.delta.WhichOneof("type") == "new_element":
+                el = msg.delta.new_element
+                etype = el.WhichOneof("type")
+                path = tuple(msg.metadata.delta_path)
+                run.elements[path] = (etype, el)
+                run.fragments[path] = msg.delta.fragment_id
+                if etype == "exception":
+                    run.errors.append(f"exception: {el.exception.message[:200]}")
+                elif etype == "alert" and el.alert.format == el.alert.ERROR:
+                    run.errors.append(f"error: {el.alert.body[:200]}")
+        elif kind == "script_finished":
+            status = ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished)
+            if status == "FINISHED_EARLY_FOR_RERUN":  # the app reran itself (st.rerun, switch_page): wait for that run
+                continue
+            run.status = status
+            run.seconds = time.perf_counter() - t0
+            if status == "FINISHED_WITH_COMPILE_ERROR":
+                run.errors.append(status)
+            return run, page_hash
+
+
+def widget_state(el, change: Change) -> WidgetState:
+    """The new value of the widget ``el`` that ``change`` describes, as the browser sends it."""
+    kind = el.WhichOneof("type")
+    w = getattr(el, kind)
+    state = WidgetState(id=w.id)
+    if kind == "slider":
+        state.double_array_value.data.append(change.value)
+    elif kind == "radio":  # the formatted option (its label) is the value
+        current = w.raw_value if w.set_value else w.options[w.default]
+        state.string_value = next(o for o in w.options if o != current)
+    else:
+        raise ValueError(f"cannot change a {kind} widget")
+    return state
+
+
+async def student(
+    port: int, page: str, sentence: str, start_at: float, t_start: float, change: Change | None, think: float
+) -> dict:
+    """One student: waits for its arrival time, opens ``page`` with ``sentence``, then, ``think`` s later, makes ``change``."""
+    await asyncio.sleep(max(0.0, t_start + start_at - time.perf_counter()))
+    query = urllib.parse.urlencode({"sentence": sentence})
+    rec: dict = {"sentence": sentence, "arrival_s": start_at, "errors": []}
+    t0 = time.perf_counter()
+    deadline = t0 + TIMEOUT_S
+    try:
+        async with websockets.connect(
+            f"ws://{HOST}:{port}/_stcore/stream", subprotocols=["streamlit"], max_size=None, open_timeout=TIMEOUT_S
+        ) as ws:
+            rec["connect_s"] = time.perf_counter() - t0
+            await ws.send(BackMsg(rerun_script=ClientState(query_string=query, page_name=page)).SerializeToString())
+            first, page_hash = await read_run(ws, t0, deadline)
+            rec.update(first_s=first.seconds, first_delta_s=first.first_delta_s, bytes=first.bytes, messages=first.messages)
+            rec.update(translation=first.translation(), digest=first.digest(), finished_at=time.perf_counter() - t_start)
+            rec["errors"] += first.errors
+            if change is None or first.errors:
+                return rec
+            el, fragment = first.widget(change.label)
+            if el is None:
+                rec["errors"].append(f"no widget labelled {change.label!r}")
+                return rec
+            await asyncio.sleep(think)
+            states = WidgetStates(widgets=[widget_state(el, change)])
+            msg = ClientState(
+                query_string=query, page_name=page, page_script_hash=page_hash or "", widget_states=states, fragment_id=fragment
+            )
+            t1 = time.perf_counter()
+            await ws.send(BackMsg(rerun_script=msg).SerializeToString())
+            second, _ = await read_run(ws, t1, deadline)
+            rec.update(change_s=second.seconds, change_digest=second.digest(), change_bytes=second.bytes)
+            rec["errors"] += second.errors
+    except (TimeoutError, OSError, websockets.WebSocketException) as e:
+        rec["errors"].append(f"{type(e).__name__}: {e}")
+    return rec
+
+
+async def crowd(
+    port: int, page: str, sentences: list[str], window: float, change: Change | None, think: float = THINK_S
+) -> list[dict]:
+    n = len(sentences)
+    t_start = time.perf_counter()
+    tasks = [student(port, page, s, i * window / n, t_start, change, think) for i, s in enumerate(sentences)]
+    return await asyncio.gather(*tasks)
+
+
+# -- a server per measurement -----------------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (all its threads) in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Server:
+    """``streamlit run app.py`` on 127.0.0.1 at a free port, stopped on exit."""
+
+    def __init__(self, models: str | None, flags: list[str], log_name: str):
+        self.port = ba.free_port()
+        logs = bl.RESULTS / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.proc = ba.start_server(self.port, models, logs / log_name, flags)
+
+    def __enter__(self) -> Server:
+        ba.wait_health(self.port, self.proc)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        ba.stop_server(self.proc)
+
+
+def quantile(xs: list[float], q: float) -> float | None:
+    return float(np.percentile(xs, q)) if xs else None
+
+
+def summarise(students: list[dict], wall_s: float, cpu_s: float, mem: dict, reference: dict) -> dict:
+    ok = [s for s in students if not s["errors"]]
+    first = [s["first_s"] for s in ok]
+    change = [s["change_s"] for s in ok if "change_s" in s]
+    mismatches = []
+    for s in ok:
+        ref = reference.get(s["sentence"])
+        if ref is None:
+            continue
+        for k in ("translation", "digest", "change_digest"):
+            if k in s and s[k] != ref.get(k):
+                mismatches.append({"sentence": s["sentence"], "what": k, "got": s[k], "single_session": ref.get(k)})
+    return {
+        "failures": len(students) - len(ok),
+        "errors": sorted({e for s in students for e in s["errors"]}),
+        "mismatches": mismatches,
+        "first_p50_s": quantile(first, 50),
+        "first_p95_s": quantile(first, 95),
+        "first_max_s": max(first, default=None),
+        "change_p50_s": quantile(change, 50),
+        "change_p95_s": quantile(change, 95),
+        "change_max_s": max(change, default=None),
+        "wall_s": wall_s,
+        "server_cpu_s": cpu_s,
+        "server_cores_busy": cpu_s / wall_s if wall_s else None,
+        "peak_rss_mib": mem["peak_rss_kib"] / 1024,
+        "rss_mib": mem["rss_kib"] / 1024,
+    }
+
+
+def references(page: str, sentences: list[str], models: str | None, flags: list[str]) -> dict:
+    """Each sentence opened (and changed) by a single session alone, one after another, on a fresh server."""
+    out = {}
+    with Server(models, flags, f"class-reference-{page}.log") as srv:
+        for s in sentences:
+            rec = asyncio.run(crowd(srv.port, page, [s], 0.0, CHANGES[page], think=0.0))[0]
+            if rec["errors"]:
+                raise RuntimeError(f"single session failed on {s!r}: {rec['errors']}")
+            out[s] = {k: rec.get(k) for k in ("translation", "digest", "change_digest", "first_s", "change_s")}
+    return out
+
+
+def burst(
+    page: str, n: int, window: float, models: str | None, flags: list[str], reference: dict, spy_to: Path | None = None
+) -> dict:
+    """N students on ``page`` within ``window`` seconds, on a fresh server after one warm-up student."""
+    with Server(models, flags, f"class-{page}-{n}-{window:g}.log") as srv:
+        warm = asyncio.run(crowd(srv.port, page, [WARMUP_SENTENCE], 0.0, CHANGES[page], think=0.0))[0]
+        if warm["errors"]:
+            raise RuntimeError(f"warm-up student failed: {warm['errors']}")
+        time.sleep(1.0)
+        spy = ba.start_py_spy(srv.proc.pid, spy_to) if spy_to else None
+        load = os.getloadavg()[0]
+        cpu0, own0, t0 = cpu_seconds(srv.proc.pid), time.process_time(), time.perf_counter()
+        students = asyncio.run(crowd(srv.port, page, class_sentences(n), window, CHANGES[page]))
+        wall, cpu = time.perf_counter() - t0, cpu_seconds(srv.proc.pid) - cpu0
+        own = time.process_time() - own0
+        mem = ba.memory_kib(srv.proc.pid)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(30)
+    res = {"page": page, "n": n, "window_s": window, "load_avg_1m_before": round(load, 2), "client_cpu_s": own}
+    res |= summarise(students, wall, cpu, mem, reference)
+    res["students"] = students
+    return res
+
+
+def run(
+    *,
+    ns: list[int],
+    windows: list[float],
+    pages: list[str],
+    models: str | None = None,
+    flags: list[str] = (),
+    py_spy: bool = False,
+) -> dict:
+    if max(ns) > MAX_STUDENTS:
+        raise ValueError(f"at most {MAX_STUDENTS} students")
+    res: dict = {"streamlit_flags": list(flags), "think_s": THINK_S, "rows": [], "py_spy_top": {}}
+    for page in pages:
+        t = time.perf_counter()
+        reference = references(page, class_sentences(max(ns)), models, flags)
+        ref_first = [r["first_s"] for r in reference.values()]
+        res.setdefault("single_session", {})[page] = {"first_median_s": statistics.median(ref_first), "n": len(ref_first)}
+        print(f"{page}: {len(reference)} single-session references in {time.perf_counter() - t:.0f} s", flush=True)
+        for window in windows:
+            for n in ns:
+                spy_to = bl.RESULTS / "logs" / f"class-py-spy-{page}-{n}-{window:g}.txt" if py_spy else None
+                row = burst(page, n, window, models, flags, reference, spy_to)
+                if spy_to is not None and spy_to.exists():
+                    res["py_spy_top"][f"{page} {n} in {window:g} s"] = ba.summarise_py_spy(spy_to)
+                res["rows"].append(row)
+                print(row_line(row), flush=True)
+    res["targets"] = targets(res["rows"])
+    return res
+
+
+def row_line(r: dict) -> str:
+    f = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+    return (
+        f"{PAGE_TITLES[r['page']]}, {r['n']} in {r['window_s']:g} s: first run p50 {f(r['first_p50_s'])} "
+        f"p95 {f(r['first_p95_s'])} max {f(r['first_max_s'])} s; change p50 {f(r['change_p50_s'])} p95 {f(r['change_p95_s'])} s; "
+        f"{r['failures']} failed, {len(r['mismatches'])} mismatched; CPU {r['server_cores_busy']:.2f} cores; "
+        f"peak RSS {r['peak_rss_mib']:.0f} MiB; load {r['load_avg_1m_before']}"
+    )
+
+
+def targets(rows: list[dict]) -> dict:
+    """The issue's targets, per (page, N, window) row they name."""
+    out = {}
+    for r in rows:
+        if (r["page"], r["n"], r["window_s"]) in TARGETS:
+            met = (
+                r["failures"] == 0
+                and not r["mismatches"]
+                and r["first_p95_s"] <= P95_TARGET_S
+                and r["peak_rss_mib"] <= RSS_TARGET_MIB
+            )
+            out[f"{r['page']} {r['n']} in {r['window_s']:g} s"] = met
+    return out
+
+
+def table(res: dict) -> str:
+    def s(x) -> str:
+        return "" if x is None else f"{x:.2f}"
+
+    rows = [
+        [
+            PAGE_TITLES[r["page"]],
+            r["n"],
+            f"{r['window_s']:g} s",
+            s(r["first_p50_s"]),
+            s(r["first_p95_s"]),
+            s(r["first_max_s"]),
+            f"{s(r['change_p50_s'])} / {s(r['change_p95_s'])}",
+            r["failures"],
+            len(r["mismatches"]),
+            f"{r['server_cores_busy']:.2f} ({r['server_cpu_s']:.0f} s)",
+            f"{r['peak_rss_mib']:.0f}",
+            r["load_avg_1m_before"],
+        ]
+        for r in res["rows"]
+    ]
+    headers = ["page", "N", "arrivals within", "first run p50 (s)", "p95 (s)", "max (s)", "widget change p50 / p95 (s)",
+               "failures", "≠ single session", "server CPU, cores (CPU s)", "peak RSS (MiB)", "load before"]  # fmt: skip
+    out = bl.md_table(headers, rows)
+    single = "; ".join(f"{PAGE_TITLES[p]} {v['first_median_s']:.2f} s" for p, v in res.get("single_session", {}).items())
+    out += f"\n\nOne session alone (the references), median first run: {single}."
+    for what, met in res.get("targets", {}).items():
+        out += "\n" + bl.target_line(f"{what}: p95 ≤ {P95_TARGET_S:g} s, 0 failures, RSS ≤ {RSS_TARGET_MIB} MiB", met)
+    if res.get("streamlit_flags"):
+        out += f"\n\nServer started with `{' '.join(res['streamlit_flags'])}`."
+    for what, top in res.get("py_spy_top", {}).items():
+        lines = "\n".join(f"    {share:6.1%}  {f}" for f, share in top)
+        out += f"\n\npy-spy, server, busy samples including each function ({what}):\n\n{lines}"
+    return out
+
+
+def main() -> None:
+    ap = bl.base_args(__doc__.splitlines()[0])
+    ap.add_argument("--models", help="folder of checkpoint folders for the app (ATTENTION_EXPLORER_MODELS); default pretrained/")
+    ap.add_argument("--n", default="1,10,30,60", help=f"students per burst, comma-separated (at most {MAX_STUDENTS})")
+    ap.add_argument("--windows", default="3,10", help="arrival windows in seconds, comma-separated")
+    ap.add_argument("--pages", default="attention,masks", help="pages (URL paths), comma-separated: attention, masks")
+    ap.add_argument("--flag", action="append", default=[], help="extra `streamlit run` option")
+    ap.add_argument("--py-spy", action="store_true", help="profile the server with py-spy during each burst")
+    ap.add_argument("--name", default="class", help="results file bench/results/<name>.json")
+    args = ap.parse_args()
+    ns = [2, 4] if args.quick else [int(x) for x in args.n.split(",")]
+    windows = [1.0] if args.quick else [float(x) for x in args.windows.split(",")]
+    pages = [p for p in args.pages.split(",") if p]
+    unknown = set(pages) - set(CHANGES)
+    if unknown:
+        ap.error(f"unknown pages {sorted(unknown)}; known: {sorted(CHANGES)}")
+    res = run(ns=ns, windows=windows, pages=pages, models=args.models, flags=args.flag, py_spy=args.py_spy)
+    print(table(res))
+    if not args.no_write:
+        print(f"\nwrote {bl.write_result(args.name, res)}")
+
+
+if __name__ == "__main__":
+    main()
