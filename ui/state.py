@@ -31,6 +31,7 @@ from model.analysis import (
     word_order_demo,
 )
 from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
+from model.limits import CallLimit
 from model.records import KINDS, WordOrder, shift_right
 from model.transformer import Interventions
 from ui import catalog, keys
@@ -40,6 +41,7 @@ MODELS_DIR = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", PRETRAINED))  # fo
 MODEL_ORDER = ("en-de", "en-de-captions", "reverse")  # listed first, in this order; the first is the default
 TOP_K = 8  # candidates shown per decoding step
 NO_INTERVENTIONS = Interventions()
+MODEL_CALLS = CallLimit.for_cores()  # every model call below: a class of sessions at once does not oversubscribe the cores
 
 
 def _interventions_hash(iv: Interventions) -> str:
@@ -126,7 +128,8 @@ def task_of(path: str) -> str:
 def run_analysis(path: str, text: str, settings: DecodeSettings, iv: Interventions = NO_INTERVENTIONS) -> Analysis:
     """``model.analysis.analyze`` of one input under ``settings`` and ``iv``."""
     m = load_model(path)
-    return analyze(m.model, m.tokenizer, text, settings, iv)
+    with MODEL_CALLS:
+        return analyze(m.model, m.tokenizer, text, settings, iv)
 
 
 @st.cache_data(show_spinner="Decoding step by step…", max_entries=64)
@@ -134,14 +137,17 @@ def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int,
     """``model.analysis.step_trace`` of one input with a forced output prefix (compact ids)."""
     m = load_model(path)
     a = run_analysis(path, text, settings)
-    return step_trace(m.model, m.tokenizer, a.source.ids, settings=settings, forced=forced, k=TOP_K)
+    with MODEL_CALLS:
+        return step_trace(m.model, m.tokenizer, a.source.ids, settings=settings, forced=forced, k=TOP_K)
 
 
 @st.cache_data(show_spinner="Teacher-forcing the reference…", max_entries=32)
 def run_reference(path: str, text: str, settings: DecodeSettings, reference: str):
     """Maps of the reference translation fed to the decoder (teacher forcing): (maps, decoder input, predicted)."""
     m = load_model(path)
-    return reference_maps(m.model, m.tokenizer, run_analysis(path, text, settings).source, reference)
+    source = run_analysis(path, text, settings).source
+    with MODEL_CALLS:
+        return reference_maps(m.model, m.tokenizer, source, reference)
 
 
 @st.cache_data(show_spinner=False, max_entries=32, hash_funcs=IV_HASH)
@@ -151,14 +157,16 @@ def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Inte
     a = run_analysis(path, text, settings)
     cfg = m.model.cfg
     tgt_in, tgt_out = shift_right(a.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
-    return teacher_forced(m.model, a.source.ids, tgt_in, tgt_out, iv)
+    with MODEL_CALLS:
+        return teacher_forced(m.model, a.source.ids, tgt_in, tgt_out, iv)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def run_word_order(path: str, a: str, b: str) -> WordOrder:
     """``model.analysis.word_order_demo``: encoder states of two orderings, with and without positional encoding."""
     m = load_model(path)
-    return word_order_demo(m.model, m.tokenizer, a, b)
+    with MODEL_CALLS:
+        return word_order_demo(m.model, m.tokenizer, a, b)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

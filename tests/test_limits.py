@@ -1,0 +1,106 @@
+"""model/limits.py: at most ``slots`` threads are inside the limit at once, a thread holding a slot can enter
+again, and model results computed from many threads through it equal the results computed one by one."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+
+from model.analysis import teacher_forced
+from model.decoding import greedy_batch
+from model.limits import CallLimit
+from model.records import shift_right
+from model.transformer import Transformer, TransformerConfig
+
+EOS = 2
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3])
+def test_at_most_slots_threads_inside(slots):
+    limit = CallLimit(slots)
+    inside, peak, lock = 0, 0, threading.Lock()
+
+    def call(_):
+        nonlocal inside, peak
+        with limit:
+            with lock:
+                inside += 1
+                peak = max(peak, inside)
+            time.sleep(0.01)  # long enough for the other threads to pile up at the door
+            with lock:
+                inside -= 1
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(call, range(48)))
+    assert peak == slots  # never more, and the slots were all used
+
+
+def test_a_thread_holding_a_slot_enters_again():
+    limit = CallLimit(1)
+    done = threading.Event()
+
+    def nested():
+        with limit, limit:  # e.g. a cached call that computes another cached call
+            done.set()
+
+    t = threading.Thread(target=nested)
+    t.start()
+    t.join(5)
+    assert done.is_set()
+    with limit:  # the slot was given back
+        pass
+
+
+def test_each_call_runs_torch_with_its_threads():
+    limit = CallLimit(2, threads=1)
+    seen = []
+
+    def call():
+        with limit:
+            seen.append(torch.get_num_threads())
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [1, 1, 1, 1]
+
+
+def test_bad_sizes_are_refused():
+    with pytest.raises(ValueError):
+        CallLimit(0)
+    with pytest.raises(ValueError):
+        CallLimit(2, threads=0)
+
+
+def test_results_from_many_threads_equal_one_by_one():
+    torch.manual_seed(0)
+    cfg = TransformerConfig(
+        vocab_size=23, d_model=16, n_heads=4, d_ff=32, n_enc_layers=2, n_dec_layers=2, dropout=0.0, tie_embeddings=False
+    )
+    model = Transformer(cfg).eval()
+    with torch.no_grad():
+        model.generator.weight.normal_(0.0, 1.0)  # peaky logits: outputs differ from source to source
+    sources = [torch.randint(3, 23, (n,), generator=torch.Generator().manual_seed(n)).tolist() + [EOS] for n in range(3, 15)]
+    limit = CallLimit(2, threads=1)
+
+    def translate(ids):
+        with limit:
+            out = greedy_batch(model, torch.tensor([ids]), max_new=12)[0]
+            tgt_in, tgt_out = shift_right(out, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
+            return out, teacher_forced(model, ids, tgt_in, tgt_out)
+
+    alone = [translate(ids) for ids in sources]
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        together = list(pool.map(translate, sources * 3))
+    for (out, maps), (out_1, maps_1) in zip(together, alone * 3, strict=True):
+        assert out == out_1
+        for kind in ("enc_self", "dec_self", "cross"):
+            np.testing.assert_array_equal(getattr(maps, kind), getattr(maps_1, kind))
+        np.testing.assert_array_equal(maps.next_probs, maps_1.next_probs)
