@@ -34,6 +34,7 @@ from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
 from model.limits import CallLimit
 from model.records import KINDS, WordOrder, shift_right
 from model.transformer import Interventions
+from model.worker import ModelWorker
 from ui import catalog, keys
 from viz import stats as vst
 
@@ -42,6 +43,8 @@ MODEL_ORDER = ("en-de", "en-de-captions", "reverse")  # listed first, in this or
 TOP_K = 8  # candidates shown per decoding step
 NO_INTERVENTIONS = Interventions()
 MODEL_CALLS = CallLimit.for_cores()  # every model call below: a class of sessions at once does not oversubscribe the cores
+# ... and runs in a worker process of its own (a GIL of its own); ATTENTION_EXPLORER_MODEL_PROCESS=0 keeps them in this one
+MODEL_WORKER = ModelWorker(MODEL_CALLS, enabled=os.environ.get("ATTENTION_EXPLORER_MODEL_PROCESS", "1") != "0")
 
 
 def _interventions_hash(iv: Interventions) -> str:
@@ -75,7 +78,9 @@ def load_model(path: str) -> Loaded:
 
     Raises ``model.checkpoint.CheckpointError`` if it does not load (not cached: the next call tries again).
     """
-    return load_checkpoint(path)
+    loaded = load_checkpoint(path)
+    MODEL_WORKER.start(path)  # loads it there too, in the background; calls run here until it has
+    return loaded
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -128,8 +133,7 @@ def task_of(path: str) -> str:
 def run_analysis(path: str, text: str, settings: DecodeSettings, iv: Interventions = NO_INTERVENTIONS) -> Analysis:
     """``model.analysis.analyze`` of one input under ``settings`` and ``iv``."""
     m = load_model(path)
-    with MODEL_CALLS:
-        return analyze(m.model, m.tokenizer, text, settings, iv)
+    return MODEL_WORKER.call(m, analyze, text, settings, iv)
 
 
 @st.cache_data(show_spinner="Decoding step by step…", max_entries=64)
@@ -137,8 +141,7 @@ def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int,
     """``model.analysis.step_trace`` of one input with a forced output prefix (compact ids)."""
     m = load_model(path)
     a = run_analysis(path, text, settings)
-    with MODEL_CALLS:
-        return step_trace(m.model, m.tokenizer, a.source.ids, settings=settings, forced=forced, k=TOP_K)
+    return MODEL_WORKER.call(m, step_trace, a.source.ids, settings=settings, forced=forced, k=TOP_K)
 
 
 @st.cache_data(show_spinner="Teacher-forcing the reference…", max_entries=32)
@@ -146,8 +149,7 @@ def run_reference(path: str, text: str, settings: DecodeSettings, reference: str
     """Maps of the reference translation fed to the decoder (teacher forcing): (maps, decoder input, predicted)."""
     m = load_model(path)
     source = run_analysis(path, text, settings).source
-    with MODEL_CALLS:
-        return reference_maps(m.model, m.tokenizer, source, reference)
+    return MODEL_WORKER.call(m, reference_maps, source, reference)
 
 
 @st.cache_data(show_spinner=False, max_entries=32, hash_funcs=IV_HASH)
@@ -157,16 +159,14 @@ def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Inte
     a = run_analysis(path, text, settings)
     cfg = m.model.cfg
     tgt_in, tgt_out = shift_right(a.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
-    with MODEL_CALLS:
-        return teacher_forced(m.model, a.source.ids, tgt_in, tgt_out, iv)
+    return MODEL_WORKER.call(m, teacher_forced, a.source.ids, tgt_in, tgt_out, iv, tokenizer=False)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def run_word_order(path: str, a: str, b: str) -> WordOrder:
     """``model.analysis.word_order_demo``: encoder states of two orderings, with and without positional encoding."""
     m = load_model(path)
-    with MODEL_CALLS:
-        return word_order_demo(m.model, m.tokenizer, a, b)
+    return MODEL_WORKER.call(m, word_order_demo, a, b)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

@@ -1,0 +1,96 @@
+"""model/worker.py: a call gives the same result in the worker process as in the calling process (one at a time
+or from many threads at once), the worker's exceptions reach the caller, and a dead worker is replaced."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from model.analysis import DecodeSettings, InputError, analyze
+from model.checkpoint import PRETRAINED, load_checkpoint
+from model.limits import CallLimit
+from model.transformer import Interventions
+from model.worker import ModelWorker
+
+CKPT = PRETRAINED / "en-de"
+pytestmark = pytest.mark.skipif(not (CKPT / "model.safetensors").exists(), reason=f"needs the checkpoint {CKPT}")
+SENTENCES = [
+    "A dog runs through grass.",
+    "Two young men in blue jackets are playing guitars on a street corner at night.",
+    "An old woman sat on a bench in the busy market.",
+    "Several workers looked at the sky.",
+]
+TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return load_checkpoint(CKPT)
+
+
+@pytest.fixture
+def worker(loaded):
+    w = ModelWorker(CallLimit(2, threads=1))
+    w.start(str(loaded.path))
+    end = time.monotonic() + TIMEOUT_S
+    while not w.ready(str(loaded.path)):
+        assert time.monotonic() < end, "the worker did not load the checkpoint"
+        time.sleep(0.1)
+    yield w
+    w.close()
+
+
+def assert_same(a, b) -> None:
+    assert a.out_ids == b.out_ids and a.translation == b.translation
+    for kind in ("enc_self", "dec_self", "cross", "next_probs"):
+        np.testing.assert_array_equal(getattr(a.maps, kind), getattr(b.maps, kind))
+
+
+def test_worker_results_equal_the_calling_process(worker, loaded):
+    here = ModelWorker(CallLimit(2, threads=1), enabled=False)  # every call in this process, 1 torch thread
+    iv = Interventions(temperature=2.0, src_hidden=frozenset({1}))
+    for text in SENTENCES:
+        for args in ((DecodeSettings(),), (DecodeSettings(), iv), (DecodeSettings(method="beam", beam_size=3),)):
+            assert_same(worker.call(loaded, analyze, text, *args), here.call(loaded, analyze, text, *args))
+
+
+def test_many_threads_at_once_get_their_own_results(worker, loaded):
+    alone = {t: worker.call(loaded, analyze, t) for t in SENTENCES}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        together = list(pool.map(lambda t: (t, worker.call(loaded, analyze, t)), SENTENCES * 4))
+    for text, a in together:
+        assert_same(a, alone[text])
+
+
+def test_an_exception_in_the_worker_reaches_the_caller(worker, loaded):
+    with pytest.raises(InputError):
+        worker.call(loaded, analyze, "   ")
+
+
+def test_a_dead_worker_is_replaced(worker, loaded):
+    expected = worker.call(loaded, analyze, SENTENCES[0])
+    (pid,) = worker._pool._processes  # the one worker process
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    assert_same(worker.call(loaded, analyze, SENTENCES[0]), expected)  # answered here while a new worker starts
+    end = time.monotonic() + TIMEOUT_S
+    while not worker.ready(str(loaded.path)):
+        assert time.monotonic() < end, "no new worker"
+        time.sleep(0.1)
+    assert_same(worker.call(loaded, analyze, SENTENCES[0]), expected)
+
+
+def test_a_function_that_cannot_travel_runs_here(worker, loaded):
+    seen = []
+
+    def spy(model, tok, text):  # a local function: pickle cannot send it
+        seen.append(os.getpid())
+        return analyze(model, tok, text)
+
+    assert_same(worker.call(loaded, spy, SENTENCES[0]), worker.call(loaded, analyze, SENTENCES[0]))
+    assert seen == [os.getpid()]
