@@ -211,7 +211,8 @@ def main() -> None:
     st.caption(spec.teaches)
     st.session_state[keys.FRAME] = state.Frame(path, text, settings)
     try:
-        current.run()
+        with state.PAGE_RUNS:  # a class arriving at once: first come, first drawn
+            current.run()
     except Exception:
         if DEBUG:
             raise

@@ -45,6 +45,9 @@ NO_INTERVENTIONS = Interventions()
 MODEL_CALLS = CallLimit.for_cores()  # every model call below: a class of sessions at once does not oversubscribe the cores
 # ... and runs in a worker process of its own (a GIL of its own); ATTENTION_EXPLORER_MODEL_PROCESS=0 keeps them in this one
 MODEL_WORKER = ModelWorker(MODEL_CALLS, enabled=os.environ.get("ATTENTION_EXPLORER_MODEL_PROCESS", "1") != "0")
+# Page runs at once (the page's figures, after the frame): more would only share one GIL, so that a class arriving
+# together finishes together, late; with one per core the first students are drawn first (bench/README.md, 8.)
+PAGE_RUNS = CallLimit.for_cores()
 
 
 def _interventions_hash(iv: Interventions) -> str:
