@@ -9,7 +9,7 @@ one core while the server's threads build pages on the other.
 ``ModelWorker.call(loaded, fn, *args)`` runs ``fn(model, tokenizer, *args)`` (``fn(model, *args)`` with
 ``tokenizer=False``) in one spawned worker process, which loads each checkpoint once (``load_checkpoint``
 of ``loaded.path``) and runs the calls one at a time, in the order they came, with ``limit.threads`` torch
-threads. ``fn`` travels by name if it is a module-level function (else it runs in the calling process);
+threads. The process imports nothing of the caller's ``__main__`` (``_no_main_script``). ``fn`` travels by name if it is a module-level function (else it runs in the calling process);
 arguments and results travel pickled (``Analysis`` and the other records hold numpy arrays and plain
 values), and an exception ``fn`` raises is raised again in the caller. Until the worker has loaded the checkpoint (``start``, in the background), if it
 is switched off, and after it died (it is started again), calls run in the calling process under ``limit``
@@ -22,9 +22,12 @@ import logging
 import multiprocessing
 import sys
 import threading
+import types
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from functools import lru_cache
+from pathlib import Path
 
 import torch
 
@@ -53,6 +56,26 @@ def _call(path: str, fn, args: tuple, kwargs: dict, tokenizer: bool):
 
 
 # -- in the calling process -----------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _no_main_script():
+    """While a process is spawned, ``__main__`` is a blank module, so the child imports no script of the caller's.
+
+    A spawned child first runs the caller's ``__main__`` file (as ``__mp_main__``), and Streamlit makes each page
+    script ``__main__`` while it runs: the worker would import the whole app, or die in a page that draws at
+    import (``state.frame()`` outside a session). The functions the worker runs travel by module name and need
+    nothing from ``__main__``. Only ``sys.modules["__main__"]`` changes, for the few milliseconds of the start,
+    and it is put back unless a script run replaced it meanwhile.
+    """
+    main = sys.modules.get("__main__")
+    blank = types.ModuleType("__main__")
+    sys.modules["__main__"] = blank
+    try:
+        yield
+    finally:
+        if sys.modules.get("__main__") is blank:
+            sys.modules["__main__"] = main
 
 
 def travels(fn) -> bool:
@@ -86,14 +109,26 @@ class ModelWorker:
                 )
             pool = self._pool
             self._asked.add(path)
-        pool.submit(_prepare, path).add_done_callback(lambda f: self._prepared(pool, path, f))
+        try:
+            with _no_main_script():  # the first submit starts the process
+                future = pool.submit(_prepare, path)
+            future.add_done_callback(lambda f: self._prepared(pool, path, f))
+        except BrokenProcessPool:  # the worker died since; calls run here, and the next ``call`` starts another
+            log.warning("the model worker died; starting another on the next call")
+            with self._lock:
+                if self._pool is pool:
+                    self._pool, self._ready, self._asked = None, set(), set()
 
     def _prepared(self, pool: ProcessPoolExecutor, path: str, f: Future) -> None:
+        if f.cancelled():  # closed before it loaded
+            return
         with self._lock:
             if f.exception() is None and self._pool is pool:
                 self._ready.add(path)
-            else:
-                log.warning("the model worker could not load %s: %s", path, f.exception())
+                return
+            if isinstance(f.exception(), BrokenProcessPool) and self._pool is pool:  # died: the next call starts another
+                self._pool, self._ready, self._asked = None, set(), set()
+        log.warning("the model worker could not load %s: %s", Path(path).name, f.exception())
 
     def ready(self, path: str) -> bool:
         """Whether calls on the checkpoint at ``path`` run in the worker now."""

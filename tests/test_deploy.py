@@ -156,6 +156,10 @@ def test_compose_runs_one_app_service_per_nginx_upstream_server():
     for name, svc in apps.items():
         assert (COMPOSE.parent / svc["build"]["context"]).resolve() == ROOT, f"{name}: build context must be the repository"
         assert [int(p) for p in svc["expose"]] == [APP_PORT], f"{name} must expose {APP_PORT}"
+        env = svc.get("environment", {})
+        # one core and one GIL per replica already: a model worker process beside each would double the memory
+        assert env.get("OMP_NUM_THREADS") == "1", f"{name}: one torch thread per replica"
+        assert env.get("ATTENTION_EXPLORER_MODEL_PROCESS") == "0", f"{name}: the model runs in the replica's process"
     proxy = compose["services"]["nginx"]
     assert "./nginx.conf:/etc/nginx/nginx.conf:ro" in proxy["volumes"], "nginx must run deploy/nginx.conf"
     assert [p.split(":")[-1] for p in proxy["ports"]] == ["80"], "nginx publishes the port it listens on (80)"

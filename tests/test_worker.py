@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
+import types
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -94,3 +96,26 @@ def test_a_function_that_cannot_travel_runs_here(worker, loaded):
 
     assert_same(worker.call(loaded, spy, SENTENCES[0]), worker.call(loaded, analyze, SENTENCES[0]))
     assert seen == [os.getpid()]
+
+
+def test_the_worker_never_runs_the_callers_main_script(loaded, tmp_path, monkeypatch):
+    """Streamlit runs each page as ``__main__``; a worker started during a page run must not import that page
+    (a spawned child would, and die when the page draws at import: the Compare page under AppTest did)."""
+    page = tmp_path / "page.py"
+    page.write_text("raise SystemExit('a page script ran in the model worker')\n")
+    fake_main = types.ModuleType("__main__")
+    fake_main.__file__ = str(page)
+    monkeypatch.setitem(sys.modules, "__main__", fake_main)
+    w = ModelWorker(CallLimit(1, threads=1))
+    try:
+        w.start(str(loaded.path))
+        end = time.monotonic() + TIMEOUT_S
+        while not w.ready(str(loaded.path)):
+            assert w._pool is not None, "the worker died while loading the checkpoint"
+            assert time.monotonic() < end, "the worker did not load the checkpoint"
+            time.sleep(0.1)
+        (pid,) = w._pool._processes
+        assert pid != os.getpid()
+        assert_same(w.call(loaded, analyze, SENTENCES[0]), analyze(loaded.model, loaded.tokenizer, SENTENCES[0]))
+    finally:
+        w.close()

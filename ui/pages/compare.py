@@ -37,7 +37,7 @@ from viz import tokens as vt
 def run_encoder_distance(path: str, a: str, b: str) -> EncoderDistance:
     """``model.analysis.encoder_distance`` of sentences ``a`` and ``b``."""
     m = state.load_model(path)
-    return encoder_distance(m.model, m.tokenizer, a, b)
+    return state.MODEL_WORKER.call(m, encoder_distance, a, b)
 
 
 # -- the two sentences, from a preset or typed; the URL keeps them -----------------------------------------------------

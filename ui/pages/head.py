@@ -36,7 +36,7 @@ def run_head_trace(
 ) -> HeadTrace:
     """``model.trace.head_trace`` of one input, kind, layer, head and query (0-based) under ``settings`` and ``iv``."""
     m = state.load_model(path)
-    return head_trace(m.model, m.tokenizer, text, kind=kind, layer=layer, head=head, query=query, settings=settings, iv=iv)
+    return state.MODEL_WORKER.call(m, head_trace, text, kind=kind, layer=layer, head=head, query=query, settings=settings, iv=iv)
 
 
 def what_if(ctx: state.Ctx, kind: str, layer: int, head: int) -> Interventions:
