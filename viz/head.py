@@ -125,7 +125,7 @@ def vector_strip(
     r = max(float(np.abs(zz).max()), 1e-6)
     names = [name for name, _ in rows]
     colors = diverging_colors(label, r)
-    colors["colorbar"]["nticks"] = min(7, 2 * len(rows) + 1)  # a short strip has room for few ticks
+    colors["colorbar"]["nticks"] = min(7, max(3, len(rows) + 1))  # a 2-row strip is ~70 px tall: room for −r, 0, r
     trace = dict(
         type="heatmap",
         z=zz,
