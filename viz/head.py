@@ -125,7 +125,8 @@ def vector_strip(
     r = max(float(np.abs(zz).max()), 1e-6)
     names = [name for name, _ in rows]
     colors = diverging_colors(label, r)
-    colors["colorbar"]["nticks"] = min(7, max(3, len(rows) + 1))  # a 2-row strip is ~70 px tall: room for −r, 0, r
+    if len(rows) <= 3:  # a strip of a few rows is ~70-140 px tall: room for three labelled ticks, −r, 0 and r
+        colors["colorbar"].update(tickmode="array", tickvals=[-r, 0.0, r], ticktext=[f"{-r:.2g}", "0", f"{r:.2g}"])
     trace = dict(
         type="heatmap",
         z=zz,
