@@ -346,6 +346,17 @@ def cross_so_far(at: AppTest) -> dict:
     return [c for c in charts(at) if c["layout"].get("title", {}).get("text") == "Cross-attention"][0]
 
 
+def test_a_link_past_the_last_step_or_layer_opens_the_last_one(rev):
+    at = run_app("steps", sentence=SENTENCE, step=99)
+    n = int(at.select_slider(key="step").options[-1])
+    assert n > 1 and at.select_slider(key="step").value == n, "?step=99 opens the last step"
+    assert at.query_params.get("step", str(n)) == str(n), "the URL never names a step that is not shown"
+    n_dec = rev.model.cfg.n_dec_layers
+    at = run_app("attention", sentence=SENTENCE, kind="dec_self", layer=n_dec + 3)
+    assert at.slider(key="layer").value == n_dec
+    assert at.query_params.get("layer", str(n_dec)) == str(n_dec)
+
+
 def test_step_slider_buttons_and_play(rev):
     at = run_app("steps", sentence=SENTENCE)
     assert at.select_slider(key="step").value == 1  # steps count from 1, like "Step 1 of n"

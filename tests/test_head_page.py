@@ -67,7 +67,7 @@ def minus_inf_keys(scores: dict) -> list[int]:
 
 @pytest.mark.parametrize("kind, layer, head, query", [("enc_self", 1, 1, 2), ("dec_self", 2, 2, 1), ("cross", 1, 2, 3)])
 def test_page_weights_are_the_models_and_sum_to_one(rev, kind, layer, head, query):
-    at = open_page(kind=kind, layer=layer, trace_head=head, query=query)
+    at = open_page(kind=kind, layer=layer, head=head, query=query)
     w, scaled, scores = weights_and_scores(at)
     assert abs(w.sum() - 1) < 1e-5
     a = analyze(rev.model, rev.tokenizer, SENTENCE)
@@ -93,7 +93,7 @@ def test_page_shows_every_stage_for_cross_attention():
 
 
 def test_hidden_token_and_temperature_show_up_in_the_numbers(rev):
-    at = open_page(kind="enc_self", layer=1, trace_head=1, query=3)
+    at = open_page(kind="enc_self", layer=1, head=1, query=3)
     at.multiselect(key="trace_hide").set_value([1]).run()
     at.slider(key="trace_temp").set_value(2.0).run()
     ok(at)
@@ -108,7 +108,7 @@ def test_hidden_token_and_temperature_show_up_in_the_numbers(rev):
 
 
 def test_switching_the_head_off_zeroes_its_block_of_the_concatenation(rev):
-    at = open_page(kind="cross", layer=2, trace_head=2, query=0)
+    at = open_page(kind="cross", layer=2, head=2, query=0)
     at.toggle(key="trace_off").set_value(True).run()
     ok(at)
     z = decode(chart(at, "Concatenate the heads")["data"][0]["z"])
@@ -137,3 +137,19 @@ def test_page_inside_the_app(monkeypatch):
     ok(at.switch_page("ui/pages/head.py").run())
     w, _, _ = weights_and_scores(at)
     assert abs(w.sum() - 1) < 1e-5
+
+
+def test_a_link_opens_its_head_and_out_of_range_values_move_to_the_last_one(rev):
+    """``?head=N`` selects head N here as on every page (and the older ``?trace_head=N`` still does); a layer or
+    head beyond the model's opens the last one, and the URL never names one that is not shown."""
+    at = open_page(kind="cross", layer=2, head=2, query=0)
+    assert at.slider(key="trace_head").value == 2 and at.slider(key="layer").value == 2
+    assert at.query_params["head"] == "2"
+    assert any("head 2" in m.value for m in at.markdown)
+    at = open_page(kind="cross", trace_head=2, query=0)
+    assert at.slider(key="trace_head").value == 2 and at.query_params["head"] == "2" and "trace_head" not in at.query_params
+    n_dec, n_heads = rev.model.cfg.n_dec_layers, rev.model.cfg.n_heads
+    at = open_page(kind="dec_self", layer=n_dec + 3, head=n_heads + 5, query=0)
+    assert at.slider(key="layer").value == n_dec and at.slider(key="trace_head").value == n_heads
+    assert at.query_params.get("layer", str(n_dec)) == str(n_dec), "the URL never names a layer that is not shown"
+    assert at.query_params["head"] == str(n_heads)

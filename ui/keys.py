@@ -76,7 +76,7 @@ def ablate(kind: str) -> str:
 
 
 # -- Inside one head
-TRACE_HEAD = "trace_head"  # URL: the head, counted from 1
+TRACE_HEAD = "trace_head"  # the head, counted from 1 (in the URL as ``head``)
 TRACE_QUERY = "query"  # URL: the query token's position, counted from 0
 TRACE_HIDE = "trace_hide"  # what-if: hidden source positions
 TRACE_WINDOW = "trace_window"  # what-if: local window of self-attention (0 = off)

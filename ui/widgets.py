@@ -168,11 +168,34 @@ def slider_or_fixed(label: str, lo: int, hi: int, *, key: str, value: int | None
     return st.slider(label, lo, hi, value, key=key, **kw)
 
 
-def clamped_slider(label: str, n: int, *, key: str, **kw) -> int:
-    """A 1..n slider whose kept value is moved inside the range when n shrinks (a shorter input or output)."""
+def clamp_url_int(param: str, lo: int, hi: int) -> int | None:
+    """The URL's integer ``param`` moved inside ``lo..hi`` (``?layer=5`` on a 2-layer decoder: 2), for the widget's
+    first value; a widget bound to the URL would ignore it and start at its default. None if there is no integer."""
+    try:
+        return min(max(int(st.query_params.get(param, "")), lo), hi)
+    except ValueError:
+        return None
+
+
+def clamped_slider(label: str, n: int, *, key: str, param: str | None = None, **kw) -> int:
+    """A 1..n slider whose kept value is moved inside the range when n shrinks (a shorter input or output).
+
+    With ``bind="query-params"`` the URL's value under ``key`` is clamped on arrival. ``param`` keeps the value in
+    the URL under another name than the session key (read on arrival, written back after every run, dropped at 1).
+    """
+    if key not in st.session_state and (param or kw.get("bind") == "query-params"):
+        value = clamp_url_int(param or key, 1, n)
+        if value is not None:
+            st.session_state[key] = value
     if st.session_state.get(key, 1) > n:
         st.session_state[key] = n
-    return slider_or_fixed(label, 1, n, key=key, **kw)
+    value = slider_or_fixed(label, 1, n, key=key, **kw)
+    if param:  # as a widget bound to the URL does (which drops a link's out-of-range value: it cannot be written)
+        if value == 1:
+            st.query_params.pop(param, None)
+        elif st.query_params.get(param) != str(value):
+            st.query_params[param] = str(value)
+    return value
 
 
 def head_slider(label: str, n_heads: int, *, key: str, **kw) -> int | None:
@@ -186,12 +209,14 @@ def pick_layer_head(n_layers: int, n_heads: int) -> tuple[int, int | None]:
 
     The layer slider spans this kind's ``n_layers``; a layer kept from a deeper kind is moved to the last one.
     """
+    if keys.LAYER not in st.session_state and (linked := clamp_url_int(keys.LAYER, 1, n_layers)) is not None:
+        st.session_state[keys.LAYER] = linked  # a link's ?layer=5 on a 2-layer decoder opens layer 2
     clamp = st.session_state.get(keys.LAYER, 1) > n_layers  # e.g. encoder layer 5 -> a 2-layer decoder
     if clamp:
         st.session_state[keys.LAYER] = n_layers
     c1, c2 = st.columns(2)
     with c1:
-        value = None if clamp else n_layers
+        value = None if keys.LAYER in st.session_state else n_layers
         layer = slider_or_fixed("Layer", 1, n_layers, key=keys.LAYER, value=value, bind="query-params")
     with c2:
         head = head_slider("Head", n_heads, key=keys.HEAD, bind="query-params")

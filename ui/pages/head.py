@@ -69,12 +69,17 @@ def what_if(ctx: state.Ctx, kind: str, layer: int, head: int) -> Interventions:
 def pick(ctx: state.Ctx) -> tuple[str, int, int, Interventions, int]:
     """Kind, layer, head (0-based), the interventions and the query position picked on the page."""
     cfg = ctx.cfg
+    if keys.TRACE_HEAD in st.query_params:  # links made when this page kept its head as ?trace_head=N
+        old = st.query_params.pop(keys.TRACE_HEAD)
+        if keys.HEAD not in st.query_params:
+            st.query_params[keys.HEAD] = old
     kind = url_radio("Attention kind", KIND_NAMES, key=keys.KIND, default="cross", horizontal=True)
     c1, c2 = st.columns(2)
     with c1:
         layer = clamped_slider("Layer", n_layers_of(cfg, kind), key=keys.LAYER, bind="query-params") - 1
     with c2:
-        head = clamped_slider("Head", cfg.n_heads, key=keys.TRACE_HEAD, bind="query-params") - 1
+        # ?head=N as on every page; the session key differs from the Attention page's head, which can be "mean"
+        head = clamped_slider("Head", cfg.n_heads, key=keys.TRACE_HEAD, param=keys.HEAD) - 1
     iv = what_if(ctx, kind, layer, head)
     a = state.run_analysis(ctx.path, ctx.text, ctx.settings, iv)  # the translation the trace follows
     rows = vt.row_labels(a.source.tokens) if kind == "enc_self" else vt.row_labels(a.tgt_in_tokens, a.tgt_out_tokens)

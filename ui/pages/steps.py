@@ -16,6 +16,7 @@ from ui.widgets import (
     PROBABILITY,
     MapCsv,
     chips,
+    clamp_url_int,
     clicked_point,
     head_label,
     head_slider,
@@ -133,6 +134,8 @@ def step_controls(n: int) -> int:
         args=(n,),
         width="stretch",
     )
+    if keys.STEP not in st.session_state and (linked := clamp_url_int(keys.STEP, 1, n)) is not None:
+        st.session_state[keys.STEP] = linked  # a link's ?step=99 opens the last step
     with c[3]:
         if n > 1:  # a select_slider keeps its identity (and value) when the number of steps changes; st.slider would not
             return st.select_slider("Step", list(range(1, n + 1)), key=keys.STEP, bind="query-params", on_change=stop_playing) - 1
