@@ -118,13 +118,16 @@ def sidebar() -> tuple[str, Loaded, DecodeSettings]:
 
 
 def decoding_settings() -> DecodeSettings:
-    """The decoding widgets, read as settings; what the chosen method does not use keeps its default."""
+    """The decoding widgets, read as settings; what the chosen method does not use keeps its default. Each is bound
+    to the URL under its own name (``?method=beam&beam_size=8&alpha=0``), so a link reopens the same decoding."""
     d = DecodeSettings()
     method = url_radio("Method", catalog.METHODS, key=keys.METHOD, default=d.method, horizontal=True)
     if method == "beam":
         return DecodeSettings(
             method=method,
-            beam_size=st.slider("Beam size", 1, 8, d.beam_size, key=keys.BEAM_SIZE, help="Hypotheses kept at each step."),
+            beam_size=st.slider(
+                "Beam size", 1, 8, d.beam_size, key=keys.BEAM_SIZE, bind="query-params", help="Hypotheses kept at each step."
+            ),
             alpha=st.slider(
                 "Length penalty α",
                 0.0,
@@ -132,6 +135,7 @@ def decoding_settings() -> DecodeSettings:
                 d.alpha,
                 0.1,
                 key=keys.ALPHA,
+                bind="query-params",
                 help="Score = log-probability / ((5 + length) / 6)^α (Wu et al. 2016). 0 = no penalty; higher favours longer outputs.",
             ),
         )
@@ -145,9 +149,12 @@ def decoding_settings() -> DecodeSettings:
                 1.0,
                 0.05,
                 key=keys.SAMPLE_TEMPERATURE,
+                bind="query-params",
                 help="Divides the logits: < 1 sharper, > 1 flatter.",
             ),
-            top_k=st.slider("Top-k", 0, 50, 0, key=keys.TOP_K, help="Keep only the k most probable pieces (0 = all)."),
+            top_k=st.slider(
+                "Top-k", 0, 50, 0, key=keys.TOP_K, bind="query-params", help="Keep only the k most probable pieces (0 = all)."
+            ),
             top_p=st.slider(
                 "Top-p (nucleus)",
                 0.05,
@@ -155,9 +162,12 @@ def decoding_settings() -> DecodeSettings:
                 1.0,
                 0.05,
                 key=keys.TOP_P,
+                bind="query-params",
                 help="Keep the smallest set of pieces whose probability reaches p.",
             ),
-            seed=int(st.number_input("Seed", 0, 2**31 - 1, 0, key=keys.SEED, help="Same seed, same sample.")),
+            seed=int(
+                st.number_input("Seed", 0, 2**31 - 1, 0, key=keys.SEED, bind="query-params", help="Same seed, same sample.")
+            ),
         )
     return DecodeSettings(method=method)
 

@@ -195,6 +195,8 @@ def test_translate_shows_the_models_translation_and_token_tables(rev):
     assert list(src["cl100k id"])[:-1] == [rev.tokenizer.cl100k_of[i] for i in a.source.ids[:-1]]
     assert list(out["compact id"])[: len(a.out_ids)] == a.out_ids
     assert ((out["probability"] >= 0) & (out["probability"] <= 1)).all()
+    counts = f"{len(src)} source tokens → {len(out)} output tokens"  # the caption counts the rows of the two tables
+    assert any(counts in c.value for c in at.caption), [c.value for c in at.caption]
 
 
 @pytest.mark.parametrize("text", ["<|endoftext|> 😀", "Grüße, 世界!\t\n", "<b>bold</b> <script>alert(1)</script>"])
@@ -250,6 +252,14 @@ def test_decoding_settings(method, changes):
         fig = chart(at, "")  # the beam tree is the only chart of this view
         assert fig["data"], "empty beam tree"
         assert "Beam search" in [s.value for s in at.subheader]
+    # a link with the settings reopens the same decoding (the widgets are bound to the URL; AppTest does not show
+    # a bound slider writing its value there, a browser does)
+    expect = {**changes, **({"seed": 7} if method == "sample" else {})}
+    again = run_app(sentence=SENTENCE, method=method, **expect)
+    for key, value in changes.items():
+        assert again.slider(key=key).value == pytest.approx(value)
+    if method == "sample":
+        assert again.number_input(key="seed").value == 7
 
 
 def test_json_export_is_the_whole_analysis(rev):
@@ -433,6 +443,16 @@ def test_reference_translation_compares_forced_and_free(rev):
     at.select_slider(key="ref_head").set_value("2").run()
     ok(at)
     assert "layer 1, head 2" in chart(at, "Teacher-forced reference")["layout"]["title"]["text"]
+    assert not any("longer than the decoder reads" in w.value for w in at.warning)
+
+
+def test_a_reference_longer_than_the_decoder_reads_is_cut_with_a_warning(rev):
+    at = run_app("steps", sentence=SENTENCE)
+    at.text_input(key="reference").set_value(" a" * (2 * rev.model.cfg.max_len)).run()
+    ok(at)
+    n = rev.model.cfg.max_len
+    assert any(f"only its first {n} pieces" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert weights(chart(at, "Teacher-forced reference")).shape[0] == n
 
 
 def test_beam_settings_show_the_tree_on_the_step_view():
@@ -455,6 +475,17 @@ def test_hiding_every_source_token_draws_no_nan_weight(rev):
     assert np.isnan(z).all(), "every key is hidden: every cell of cross-attention is masked (grey)"
     diff = decode(chart(at, "−")["data"][0]["z"]).astype(float)
     assert np.isfinite(diff).all()
+
+
+def test_mask_lab_says_when_the_changed_output_runs_to_the_token_budget():
+    if not (MODELS / "en-de" / "config.json").exists():
+        pytest.skip("pretrained/en-de is not trained yet")
+    at = run_app("masks", model="en-de", sentence="How are you today?")
+    assert not any("token budget" in w.value for w in at.warning)
+    ms = at.multiselect(key="hide")
+    ms.set_value(list(range(len(ms.options)))).run()  # with no source to read, en-de babbles to the budget
+    ok(at)
+    assert any("ran to the token budget" in w.value for w in at.warning), [w.value for w in at.warning]
 
 
 def test_every_head_ablated_still_translates(rev):

@@ -355,11 +355,11 @@ def beam_tree(beam: BeamTree, *, title: str | None = None) -> go.Figure:
             title
             or "Beam search tree<br><sup>each column is one output step; orange: the best hypothesis; squares: finished</sup>"
         ),
-        height=int(np.clip(22 * n_leaves + 140, 260, 900)),
+        height=int(np.clip(22 * n_leaves + 190, 260, 900)),
         legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"),
         hovermode="closest",
     )
-    fig.update_layout(margin=dict(t=100, l=10, r=10, b=10))
+    fig.update_layout(margin=dict(t=100, l=10, r=10, b=60))  # room below for the step numbers and the axis title
     max_x = max(x.values())
     fig.update_xaxes(
         title=dict(text="output step"), dtick=1, range=[-0.3, max_x + 0.9], showgrid=True, gridcolor="#f0f0f0", zeroline=False

@@ -95,6 +95,8 @@ def render(ctx: state.Ctx) -> None:
         st.markdown("**After**")
         text_box(after.translation)
         chips(after.tgt_out_tokens, after_marks)
+        if not after.finished:
+            st.warning("With this change the output ran to the token budget without <eos>: it is cut short here.")
     same = a.tgt_in_tokens == after.tgt_in_tokens
     st.caption(
         "Output unchanged." if same else "Yellow: pieces that changed or are new. Red, struck out: pieces that were dropped."

@@ -22,7 +22,11 @@ def render(ctx: state.Ctx) -> None:
         "beam": f"beam search (size {s['beam_size']}, α {s['alpha']})",
         "sample": f"sampling (temperature {s['temperature']}, top-k {s['top_k']}, top-p {s['top_p']}, seed {s['seed']})",
     }
-    st.caption(f"{how[s['method']]} on {ctx.loaded.device} · {len(a.source.ids)} source tokens → {len(a.out_ids)} output tokens")
+    n_out = len(a.out_ids) + a.finished  # counted as the source is, with its <eos>: the rows of the two tables below
+    st.caption(
+        f"{how[s['method']]} on {ctx.loaded.device} · {len(a.source.ids)} source tokens → {n_out} output tokens"
+        + (" (both counting <eos>)" if a.finished else "")
+    )
     if not a.translation:
         st.caption("The output holds no text: only special tokens (see the table below).")
     if not a.finished:
