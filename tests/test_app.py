@@ -153,6 +153,19 @@ def test_switching_model_starts_over_with_its_own_example():
     assert at.select_slider(key="step").value == 1
 
 
+def test_switching_between_two_translation_models_keeps_the_sentence():
+    if not all((MODELS / m / "config.json").exists() for m in ("en-de", "en-de-captions")):
+        pytest.skip("needs pretrained/en-de and pretrained/en-de-captions")
+    typed = "How are you today?"
+    at = run_app("attention", model="en-de", sentence=typed)
+    at.selectbox(key="model").set_value("en-de-captions").run()
+    ok(at)
+    assert at.text_input(key="sentence").value == typed, "same task: the teacher's sentence stays"
+    at.selectbox(key="model").set_value("reverse").run()
+    ok(at)
+    assert at.text_input(key="sentence").value == catalog.EXAMPLES["reverse"][0], "another task: its own example"
+
+
 def test_layer_slider_spans_the_layers_of_the_kind_shown():
     """en-de has 5 encoder and 2 decoder layers: the zoom's Layer slider covers the kind's own layers,
     and encoder layer 5 becomes decoder layer 2 when the kind changes (no dead slider range)."""

@@ -34,9 +34,9 @@ if not (REVERSE / "config.json").exists():
 from app_charts import chart, decode, ok, titles  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from model.analysis import DecodeSettings, align_pieces, analyze, encoder_distance, step_trace  # noqa: E402
+from model.analysis import DecodeSettings, align_pieces, analyze, encoder_distance, step_trace, teacher_forced  # noqa: E402
 from model.checkpoint import load_checkpoint  # noqa: E402
-from model.records import EncoderDistance, head_average  # noqa: E402
+from model.records import EncoderDistance, head_average, shift_right  # noqa: E402
 from model.transformer import Interventions  # noqa: E402
 from ui import catalog, keys, state  # noqa: E402
 from ui.lesson_text import LESSON  # noqa: E402
@@ -167,6 +167,23 @@ def test_compare_difference_map_is_b_minus_a_when_the_counts_match(rev):
     ok(at)
     diff = decode(chart(at, "B − A: Encoder")["data"][0]["z"]).astype(float)
     np.testing.assert_allclose(diff, rb.maps.enc_self[0, 1] - ra.maps.enc_self[0, 1], atol=1e-6)
+
+
+@pytest.mark.skipif(not (EN_DE / "config.json").exists(), reason=f"no en-de checkpoint at {EN_DE}")
+def test_compare_feeds_a_translation_to_b_when_only_the_translations_differ_in_length():
+    """tired / wide: the sources have the same pieces count, the translations not; the difference map is B's
+    cross-attention while writing A's translation (teacher forcing) minus A's own."""
+    m = load_checkpoint(EN_DE, device="cpu")
+    pair = catalog.PAIRS["translate"]["tired-wide"]
+    ra, rb = analyze(m.model, m.tokenizer, pair.a), analyze(m.model, m.tokenizer, pair.b)
+    assert len(ra.source.ids) == len(rb.source.ids) and len(ra.out_ids) != len(rb.out_ids), "the case this test is for"
+    at = open_page("compare", model=EN_DE, pair="tired-wide", kind="cross", layer=2, head=3)
+    cfg = m.model.cfg
+    tgt_in, tgt_out = shift_right(ra.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
+    forced = teacher_forced(m.model, rb.source.ids, tgt_in, tgt_out)
+    diff = decode(chart(at, "B − A, both writing A's translation")["data"][0]["z"]).astype(float)
+    np.testing.assert_allclose(diff, forced.cross[1, 2] - ra.maps.cross[1, 2], atol=1e-5)
+    assert np.abs(diff).max() > 0 and not at.info
 
 
 def test_compare_draws_no_difference_when_the_counts_differ():

@@ -266,8 +266,15 @@ def use_example() -> None:
 
 
 def on_model_change() -> None:
+    """Another model: the user's sentences stay if it does the same task (en-de ↔ en-de-captions), else the new
+    task's first example; per-input state and head ablations (head counts may differ) start again."""
     reset_per_input_state()
-    st.session_state[keys.SENTENCE] = catalog.EXAMPLES[task_of(model_path(st.session_state[keys.MODEL]))][0]
+    before = st.session_state.get(keys.FRAME)
+    task = task_of(model_path(st.session_state[keys.MODEL]))
+    if before is None or task_of(before.path) != task:
+        st.session_state[keys.SENTENCE] = catalog.EXAMPLES[task][0]
+        for key in (keys.COMPARE_A, keys.COMPARE_B):  # Compare starts again from a preset
+            st.session_state.pop(key, None)
     st.session_state.pop(keys.MODEL_PROBLEM, None)
-    for key in (keys.COMPARE_A, keys.COMPARE_B, *map(keys.ablate, KINDS)):  # Compare starts again from a preset
+    for key in map(keys.ablate, KINDS):
         st.session_state.pop(key, None)

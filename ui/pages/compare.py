@@ -1,7 +1,8 @@
 """Compare two sentences (/compare): two inputs side by side, from a preset minimal pair or typed.
 
 Both translations with the output pieces that differ marked; one attention kind, layer and head for
-each, and their difference where the two maps have the same shape; the per-token distance between the
+each, and their difference where the two maps have the same shape (or, when only the translations differ in
+length, with B's decoder fed A's translation); the per-token distance between the
 two inputs' encoder outputs (``model.analysis.encoder_distance``). The URL keeps the pair as a preset
 key (``?pair=tired-wide``) or as the two texts (``?a=…&b=…``), with kind, layer and head as elsewhere.
 """
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.analysis import Analysis, DecodeSettings, EncoderDistance, InputError, encoder_distance
-from model.records import KIND_NAMES
+from model.analysis import Analysis, DecodeSettings, EncoderDistance, InputError, Maps, encoder_distance, teacher_forced
+from model.records import KIND_NAMES, attention_view, shift_right
 from ui import catalog, keys, state
 from ui.widgets import (
     MAX_CHARS,
@@ -38,6 +39,16 @@ def run_encoder_distance(path: str, a: str, b: str) -> EncoderDistance:
     """``model.analysis.encoder_distance`` of sentences ``a`` and ``b``."""
     m = state.load_model(path)
     return state.MODEL_WORKER.call(m, encoder_distance, a, b)
+
+
+@st.cache_data(show_spinner="Feeding A's translation to B…", max_entries=16)
+def run_b_writing_a(path: str, settings: DecodeSettings, a: str, b: str) -> Maps:
+    """Maps of sentence ``b`` with its decoder fed ``a``'s translation (teacher forcing): the decoder rows are A's."""
+    m = state.load_model(path)
+    ra, rb = state.run_analysis(path, a, settings), state.run_analysis(path, b, settings)
+    cfg = m.model.cfg
+    tgt_in, tgt_out = shift_right(ra.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
+    return state.MODEL_WORKER.call(m, teacher_forced, rb.source.ids, tgt_in, tgt_out, tokenizer=False)
 
 
 # -- the two sentences, from a preset or typed; the URL keeps them -----------------------------------------------------
@@ -130,8 +141,10 @@ def translations(ra: Analysis, rb: Analysis) -> None:
 
 
 @st.fragment
-def attention(cfg, ra: Analysis, rb: Analysis) -> None:
-    """One kind, layer and head for A and for B, and B − A where the two maps have the same shape."""
+def attention(path: str, settings: DecodeSettings, a: str, b: str, ra: Analysis, rb: Analysis) -> None:
+    """One kind, layer and head for A and for B, and B − A where the two maps have the same shape: as they are, or,
+    when only the translations differ in length, with B's decoder fed A's translation."""
+    cfg = state.load_model(path).model.cfg
     kind = url_radio("Attention kind", KIND_NAMES, key=keys.KIND, default="cross", horizontal=True)
     layer, head = pick_layer_head(n_layers_of(cfg, kind), cfg.n_heads)
     ma, mb = ra.view(kind).map(layer, head), rb.view(kind).map(layer, head)
@@ -141,19 +154,29 @@ def attention(cfg, ra: Analysis, rb: Analysis) -> None:
         show(va.attention_heatmap(ma, title=f"A: {label}"), "cmp_map_a", csv=MapCsv.of(ma))
     with c2:
         show(va.attention_heatmap(mb, title=f"B: {label}"), "cmp_map_b", csv=MapCsv.of(mb))
+    title, note = f"B − A: {label}", ""
+    if ma.w.shape != mb.w.shape and kind != "enc_self" and len(ra.source.ids) == len(rb.source.ids):
+        maps = run_b_writing_a(path, settings, a, b)
+        forced = attention_view(maps, kind, src=rb.source.tokens, tgt_in=ra.tgt_in_tokens, tgt_out=ra.tgt_out_tokens)
+        mb = forced.map(layer, head)
+        title = f"B − A, both writing A's translation: {label}"
+        note = (
+            f" The two translations differ in length ({len(ra.tgt_out_tokens)} and {len(rb.tgt_out_tokens)} pieces), so "
+            "B's decoder is fed A's translation here (teacher forcing, as in training): both write the same pieces, and "
+            "the difference shows how changing the source moves what each output piece looks at."
+        )
     if ma.w.shape != mb.w.shape:
-        what = "source pieces" if kind == "enc_self" else "decoder inputs (and source pieces)"
+        what = "source pieces" if kind == "enc_self" else "source pieces (and decoder inputs)"
         st.info(
             f"No difference map: A's map is {ma.w.shape[0]} × {ma.w.shape[1]} and B's {mb.w.shape[0]} × {mb.w.shape[1]}. "
             f"Subtracting needs the same number of {what} on both sides; compare the two maps by eye instead."
         )
         return
     diff = MapCsv(mb.w - ma.w, ma.q_tokens, ma.k_tokens, ma.predicted)
-    fig = va.difference_heatmap(ma, mb, title=f"B − A: {label}", names=("A", "B"))
-    show(fig, "cmp_diff", csv=diff)
+    show(va.difference_heatmap(ma, mb, title=title, names=("A", "B")), "cmp_diff", csv=diff)
     st.caption(
         "Red: B's query gives this key more weight than A's; blue: less. Rows and columns carry A's tokens: "
-        "cell (i, j) compares A's token i with B's token i, whatever word stands there."
+        "cell (i, j) compares A's token i with B's token i, whatever word stands there." + note
     )
 
 
@@ -188,7 +211,7 @@ def render(path: str, settings: DecodeSettings) -> None:
         st.warning(f"A sentence is longer than the model reads: only its first {len(cut.ids) - 1} pieces are compared.")
     translations(ra, rb)
     st.subheader("Attention, side by side")
-    attention(state.load_model(path).model.cfg, ra, rb)
+    attention(path, settings, a, b, ra, rb)
     distances(path, a, b)
 
 
