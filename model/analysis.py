@@ -368,8 +368,10 @@ def word_order_demo(model: Transformer, tok: Tokenizer, a: str, b: str) -> WordO
     outputs ``(S, d_model)`` and the largest difference ``max|enc(b)[i] - enc(a)[perm[i]]|``: 0 (up
     to float error) without PE.
 
-    Raises InputError if the two are not permutations of the same pieces.
+    Raises InputError if either is empty, or the two are not permutations of the same pieces.
     """
+    if not a.strip() or not b.strip():
+        raise InputError("Type a sentence in both boxes: B should use A's words in another order.")
     ia, ib = tok.encode(" " + a.strip()) + [tok.eos_id], tok.encode(" " + b.strip()) + [tok.eos_id]
     if sorted(ia) != sorted(ib):
         raise InputError("The two sentences must use the same words in another order.")

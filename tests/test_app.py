@@ -573,6 +573,9 @@ def test_positional_encoding_view(rev):
     at.text_input(key="wo_b").set_value("a b z").run()
     assert not at.exception
     assert any("same words" in e.value for e in at.error)
+    at.text_input(key="wo_a").set_value("  ").run()
+    assert not at.exception
+    assert any("Type a sentence in both boxes" in e.value for e in at.error)
 
 
 def test_head_statistics_table(rev):
@@ -582,6 +585,7 @@ def test_head_statistics_table(rev):
     assert len(df) == (cfg.n_enc_layers + 2 * cfg.n_dec_layers) * cfg.n_heads
     assert {"kind", "layer", "head", "entropy"} <= set(df.columns)
     assert df["entropy"].notna().all()
+    assert set(df["kind"]) == set(KIND_NAMES.values()), "kinds by their names, not their short keys"
 
 
 def test_shapes_view_uses_this_models_numbers(rev):

@@ -300,6 +300,8 @@ def test_lesson_opens_at_the_step_in_the_url_and_previous_goes_back(rev):
     assert heading(at) == "4 · Many heads, many layers" and at.query_params[keys.LESSON] == "4"
     at = open_page("lesson", lesson=99)
     assert heading(at).startswith(f"{LAST} · ") and at.query_params[keys.LESSON] == str(LAST)
+    at = open_page("lesson", step=3)  # as a teacher may write it
+    assert heading(at).startswith("3 · ") and at.query_params[keys.LESSON] == "3"
 
 
 def test_presenter_mode_adds_the_css_and_keeps_it_in_the_url():

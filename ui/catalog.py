@@ -32,7 +32,7 @@ PAGES = (
         teaches=(
             "What the model reads and writes. Text is cut into sub-word pieces (tiktoken cl100k pieces, renumbered "
             "into this model's small vocabulary); the encoder reads the source pieces plus <eos>, and the decoder writes the "
-            "output one piece at a time, from the target-language part of the vocabulary, until it emits <eos>. Greedy takes "
+            "output one piece at a time, from the decoder's output vocabulary, until it emits <eos>. Greedy takes "
             "the most probable piece at each step, beam search keeps several partial outputs and picks the best-scoring one, "
             "sampling draws at random."
         ),

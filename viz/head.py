@@ -270,9 +270,9 @@ def scores_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
             )
         )
     x, bottom = _key_axis(ticks)
-    tau_text = f" · τ = {t.temperature:g}" if t.temperature != 1 else ""
+    scale = f"(√d_head · τ), τ = {t.temperature:g}" if t.temperature != 1 else "√d_head"
     default = (
-        f"Scores q·k<sub>j</sub> and scaled scores q·k<sub>j</sub> / √d_head{tau_text} (masked keys: {MINUS_INF})"
+        f"Scores q·k<sub>j</sub> and scaled scores q·k<sub>j</sub> / {scale} (masked keys: {MINUS_INF})"
         f"<br><sup>{esc(where(t))} · {esc(query_name(t))}</sup>"
     )
     layout = base_layout(

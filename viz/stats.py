@@ -13,7 +13,7 @@ from viz.tokens import display
 
 STAT_COLUMNS = ("kind", "layer", "head", "entropy", "mean_distance", "diagonal", "previous", "first", "last", "max", "rows")
 COLUMN_HELP = {
-    "kind": "enc_self: encoder self-attention; dec_self: decoder causal self-attention; cross: cross-attention",
+    "kind": "encoder self-attention, decoder causal self-attention or cross-attention (in the CSV: enc_self, dec_self, cross)",
     "layer": "layer, counting from 1",
     "head": "head, counting from 1",
     "entropy": "mean over query rows of −Σ w·ln w (nats): 0 = looks at one token, ln K = spread evenly over K tokens",

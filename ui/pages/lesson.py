@@ -180,9 +180,10 @@ def move(delta: int) -> None:
 
 
 def current_step() -> int:
-    """The step, counted from 1: read from the URL (``?lesson=5``) on arrival, kept in the session after."""
+    """The step, counted from 1: read from the URL (``?lesson=5``, or ``?step=5`` as a teacher may write it) on
+    arrival, kept in the session after."""
     if keys.LESSON not in st.session_state:
-        param = st.query_params.get(keys.LESSON, "1")
+        param = st.query_params.get(keys.LESSON) or st.query_params.get(keys.STEP) or "1"
         st.session_state[keys.LESSON] = int(param) if param.isdigit() else 1
     k = min(max(int(st.session_state[keys.LESSON]), 1), len(LESSON))
     st.session_state[keys.LESSON] = k

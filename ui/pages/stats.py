@@ -7,6 +7,7 @@ from functools import partial
 
 import streamlit as st
 
+from model.records import KIND_NAMES
 from ui import state
 from ui.widgets import download, show
 from viz import stats as vst
@@ -15,14 +16,15 @@ from viz import stats as vst
 def render(ctx: state.Ctx) -> None:
     df, roll = state.run_head_stats(ctx.path, ctx.text, ctx.settings)
     st.caption("Click a column header to sort. Layer and head count from 1.")
+    shown = df.assign(kind=df["kind"].map(KIND_NAMES)) if "kind" in df else df  # the CSV keeps the short keys
     st.dataframe(
-        df,
+        shown,
         width="stretch",
         hide_index=True,
         column_config={
-            c: st.column_config.NumberColumn(format="%.3f", help=vst.COLUMN_HELP.get(c))
+            c: st.column_config.NumberColumn(c.replace("_", " "), format="%.3f", help=vst.COLUMN_HELP.get(c))
             if df[c].dtype.kind == "f"
-            else st.column_config.Column(help=vst.COLUMN_HELP.get(c))
+            else st.column_config.Column(c.replace("_", " "), help=vst.COLUMN_HELP.get(c))
             for c in df.columns
         },
     )

@@ -48,9 +48,10 @@ def render(ctx: state.Ctx) -> None:
             height=min(table_height(out), 740),
             column_config={"probability": PROBABILITY},
         )
+    seen = "German pieces seen often in training" if state.task_of(ctx.path) == "translate" else "the pieces of its task"
     st.caption(
         "cl100k id −1 marks the model's own specials (<bos>, <eos>). Pieces the small vocabulary lacks are spelled byte by "
-        "byte (<0x..>); the decoder writes only pieces of its target vocabulary (German pieces seen often in training)."
+        f"byte (<0x..>); the decoder writes only pieces of its target vocabulary ({seen})."
     )
 
     if a.beam:
