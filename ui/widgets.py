@@ -209,14 +209,14 @@ def pick_layer_head(n_layers: int, n_heads: int) -> tuple[int, int | None]:
 
     The layer slider spans this kind's ``n_layers``; a layer kept from a deeper kind is moved to the last one.
     """
-    if keys.LAYER not in st.session_state and (linked := clamp_url_int(keys.LAYER, 1, n_layers)) is not None:
-        st.session_state[keys.LAYER] = linked  # a link's ?layer=5 on a 2-layer decoder opens layer 2
     clamp = st.session_state.get(keys.LAYER, 1) > n_layers  # e.g. encoder layer 5 -> a 2-layer decoder
     if clamp:
         st.session_state[keys.LAYER] = n_layers
     c1, c2 = st.columns(2)
     with c1:
-        value = None if keys.LAYER in st.session_state else n_layers
+        # The default, the last layer, is also where a link's layer beyond this kind's opens (the URL drops it). The
+        # default must not change while the widget lives: the URL leaves out the default value.
+        value = None if clamp else n_layers
         layer = slider_or_fixed("Layer", 1, n_layers, key=keys.LAYER, value=value, bind="query-params")
     with c2:
         head = head_slider("Head", n_heads, key=keys.HEAD, bind="query-params")
