@@ -192,6 +192,8 @@ def source_box(path: str) -> str:
         )
     text = (text or "")[:MAX_CHARS]
     cut_warning(keys.SENTENCE, text)
+    if task == "reverse" and any(len(w) != 1 for w in text.split()):
+        st.info("This toy model learned to reverse single letters, each after a space (“a b c”): other text gives noise.")
     return text
 
 

@@ -153,6 +153,13 @@ def test_switching_model_starts_over_with_its_own_example():
     assert at.select_slider(key="step").value == 1
 
 
+def test_the_reverse_model_says_what_input_it_reads():
+    at = run_app(sentence=" a b c")
+    assert not [i for i in at.info if "single letters" in i.value]
+    at = run_app(sentence="I love you.")
+    assert [i for i in at.info if "single letters" in i.value]
+
+
 def test_switching_between_two_translation_models_keeps_the_sentence():
     if not all((MODELS / m / "config.json").exists() for m in ("en-de", "en-de-captions")):
         pytest.skip("needs pretrained/en-de and pretrained/en-de-captions")
