@@ -9,10 +9,12 @@ one core while the server's threads build pages on the other.
 ``ModelWorker.call(loaded, fn, *args)`` runs ``fn(model, tokenizer, *args)`` (``fn(model, *args)`` with
 ``tokenizer=False``) in one spawned worker process, which loads each checkpoint once (``load_checkpoint``
 of ``loaded.path``) and runs the calls one at a time, in the order they came, with ``limit.threads`` torch
-threads. The process imports nothing of the caller's ``__main__`` (``_no_main_script``). ``fn`` travels by name if it is a module-level function (else it runs in the calling process);
-arguments and results travel pickled (``Analysis`` and the other records hold numpy arrays and plain
-values), and an exception ``fn`` raises is raised again in the caller. Until the worker has loaded the checkpoint (``start``, in the background), if it
-is switched off, and after it died (it is started again), calls run in the calling process under ``limit``
+threads. The process imports nothing of the caller's ``__main__`` (``_no_main_script``). ``fn`` travels by
+name if it is a module-level function (else it runs in the calling process); arguments and results travel
+pickled between these two processes of ours (``Analysis`` and the other records hold numpy arrays and plain
+values), and an exception ``fn`` raises is raised again in the caller. Until the worker has loaded the
+checkpoint (``start``, in the background), if it is switched off, and after it died (it is started again),
+calls run in the calling process under ``limit``
 with the same thread count, so a result is the same wherever it was computed.
 """
 

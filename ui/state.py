@@ -156,13 +156,15 @@ def run_reference(path: str, text: str, settings: DecodeSettings, reference: str
 
 
 @st.cache_data(show_spinner=False, max_entries=32, hash_funcs=IV_HASH)
-def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Interventions) -> Maps:
-    """Maps of the unchanged model's output, teacher-forced under ``iv``: rows line up with the original maps."""
+def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Interventions, output_of: str | None = None) -> Maps:
+    """Maps of ``text`` under ``iv`` with the decoder fed the unchanged model's output for ``output_of`` (default:
+    ``text`` itself), teacher-forced: the decoder rows line up with that output's own maps."""
     m = load_model(path)
-    a = run_analysis(path, text, settings)
+    source = run_analysis(path, text, settings).source
+    out = run_analysis(path, text if output_of is None else output_of, settings).out_ids
     cfg = m.model.cfg
-    tgt_in, tgt_out = shift_right(a.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
-    return MODEL_WORKER.call(m, teacher_forced, a.source.ids, tgt_in, tgt_out, iv, tokenizer=False)
+    tgt_in, tgt_out = shift_right(out, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
+    return MODEL_WORKER.call(m, teacher_forced, source.ids, tgt_in, tgt_out, iv, tokenizer=False)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

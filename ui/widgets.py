@@ -168,13 +168,16 @@ def slider_or_fixed(label: str, lo: int, hi: int, *, key: str, value: int | None
     return st.slider(label, lo, hi, value, key=key, **kw)
 
 
-def clamp_url_int(param: str, lo: int, hi: int) -> int | None:
-    """The URL's integer ``param`` moved inside ``lo..hi`` (``?layer=5`` on a 2-layer decoder: 2), for the widget's
-    first value; a widget bound to the URL would ignore it and start at its default. None if there is no integer."""
+def start_from_url(key: str, lo: int, hi: int, *, param: str | None = None) -> None:
+    """On arrival (the widget ``key`` has no value yet), start it at the URL's integer ``param`` (default ``key``)
+    moved inside ``lo..hi``: ``?step=99`` opens the last step, where a widget bound to the URL would ignore the
+    value and start at its default. Nothing if the URL has no integer there."""
+    if key in st.session_state:
+        return
     try:
-        return min(max(int(st.query_params.get(param, "")), lo), hi)
+        st.session_state[key] = min(max(int(st.query_params.get(param or key, "")), lo), hi)
     except ValueError:
-        return None
+        pass
 
 
 def clamped_slider(label: str, n: int, *, key: str, param: str | None = None, **kw) -> int:
@@ -183,10 +186,8 @@ def clamped_slider(label: str, n: int, *, key: str, param: str | None = None, **
     With ``bind="query-params"`` the URL's value under ``key`` is clamped on arrival. ``param`` keeps the value in
     the URL under another name than the session key (read on arrival, written back after every run, dropped at 1).
     """
-    if key not in st.session_state and (param or kw.get("bind") == "query-params"):
-        value = clamp_url_int(param or key, 1, n)
-        if value is not None:
-            st.session_state[key] = value
+    if param or kw.get("bind") == "query-params":
+        start_from_url(key, 1, n, param=param)
     if st.session_state.get(key, 1) > n:
         st.session_state[key] = n
     value = slider_or_fixed(label, 1, n, key=key, **kw)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.analysis import Analysis, DecodeSettings, EncoderDistance, InputError, Maps, encoder_distance, teacher_forced
-from model.records import KIND_NAMES, attention_view, shift_right
+from model.analysis import Analysis, DecodeSettings, EncoderDistance, InputError, encoder_distance
+from model.records import KIND_NAMES, attention_view
 from ui import catalog, keys, state
 from ui.widgets import (
     MAX_CHARS,
@@ -39,16 +39,6 @@ def run_encoder_distance(path: str, a: str, b: str) -> EncoderDistance:
     """``model.analysis.encoder_distance`` of sentences ``a`` and ``b``."""
     m = state.load_model(path)
     return state.MODEL_WORKER.call(m, encoder_distance, a, b)
-
-
-@st.cache_data(show_spinner="Feeding A's translation to B…", max_entries=16)
-def run_b_writing_a(path: str, settings: DecodeSettings, a: str, b: str) -> Maps:
-    """Maps of sentence ``b`` with its decoder fed ``a``'s translation (teacher forcing): the decoder rows are A's."""
-    m = state.load_model(path)
-    ra, rb = state.run_analysis(path, a, settings), state.run_analysis(path, b, settings)
-    cfg = m.model.cfg
-    tgt_in, tgt_out = shift_right(ra.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
-    return state.MODEL_WORKER.call(m, teacher_forced, rb.source.ids, tgt_in, tgt_out, tokenizer=False)
 
 
 # -- the two sentences, from a preset or typed; the URL keeps them -----------------------------------------------------
@@ -156,7 +146,7 @@ def attention(path: str, settings: DecodeSettings, a: str, b: str, ra: Analysis,
         show(va.attention_heatmap(mb, title=f"B: {label}"), "cmp_map_b", csv=MapCsv.of(mb))
     title, note = f"B − A: {label}", ""
     if ma.w.shape != mb.w.shape and kind != "enc_self" and len(ra.source.ids) == len(rb.source.ids):
-        maps = run_b_writing_a(path, settings, a, b)
+        maps = state.run_forced_original(path, b, settings, state.NO_INTERVENTIONS, output_of=a)  # B writing A's output
         forced = attention_view(maps, kind, src=rb.source.tokens, tgt_in=ra.tgt_in_tokens, tgt_out=ra.tgt_out_tokens)
         mb = forced.map(layer, head)
         title = f"B − A, both writing A's translation: {label}"

@@ -16,13 +16,13 @@ from ui.widgets import (
     PROBABILITY,
     MapCsv,
     chips,
-    clamp_url_int,
     clicked_point,
     head_label,
     head_slider,
     pick_layer_head,
     show,
     slider_or_fixed,
+    start_from_url,
     table_height,
 )
 from viz import attention as va
@@ -134,8 +134,7 @@ def step_controls(n: int) -> int:
         args=(n,),
         width="stretch",
     )
-    if keys.STEP not in st.session_state and (linked := clamp_url_int(keys.STEP, 1, n)) is not None:
-        st.session_state[keys.STEP] = linked  # a link's ?step=99 opens the last step
+    start_from_url(keys.STEP, 1, n)  # a link's ?step=99 opens the last step
     with c[3]:
         if n > 1:  # a select_slider keeps its identity (and value) when the number of steps changes; st.slider would not
             return st.select_slider("Step", list(range(1, n + 1)), key=keys.STEP, bind="query-params", on_change=stop_playing) - 1

@@ -22,9 +22,9 @@ def render(ctx: state.Ctx) -> None:
         "beam": f"beam search (size {s['beam_size']}, α {s['alpha']})",
         "sample": f"sampling (temperature {s['temperature']}, top-k {s['top_k']}, top-p {s['top_p']}, seed {s['seed']})",
     }
-    n_out = len(a.out_ids) + a.finished  # counted as the source is, with its <eos>: the rows of the two tables below
+    out_ids = a.out_ids + ([ctx.cfg.eos_id] if a.finished else [])  # counted as the source is, with its <eos>
     st.caption(
-        f"{how[s['method']]} on {ctx.loaded.device} · {len(a.source.ids)} source tokens → {n_out} output tokens"
+        f"{how[s['method']]} on {ctx.loaded.device} · {len(a.source.ids)} source tokens → {len(out_ids)} output tokens"
         + (" (both counting <eos>)" if a.finished else "")
     )
     if not a.translation:
@@ -39,9 +39,8 @@ def render(ctx: state.Ctx) -> None:
         st.dataframe(src, width="stretch", hide_index=False, height=min(table_height(src), 740))
     with c2:
         st.markdown("**Output tokens** (with the probability the model gave each)")
-        ids = a.out_ids + ([ctx.cfg.eos_id] if a.finished else [])
-        out = token_table(tok, ids)
-        out["probability"] = a.maps.next_probs[: len(ids)]
+        out = token_table(tok, out_ids)
+        out["probability"] = a.maps.next_probs[: len(out_ids)]
         st.dataframe(
             out,
             width="stretch",
