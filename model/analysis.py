@@ -195,12 +195,13 @@ def data_flow(cfg: TransformerConfig, S: int, T: int) -> list[Stage]:
 
 
 def maps_from_steps(enc: EncoderResult, steps: Sequence[Step], cfg: TransformerConfig, iv: Interventions) -> Maps:
-    """The maps of a decoding that ended with <eos> under the causal mask, assembled from its steps.
-
-    Step t's query rows are row t of the teacher-forced maps of the finished output (the causal
-    mask keeps later tokens out of them; tests/test_decoding.py checks both give the same maps), so
-    no second decoder pass is needed. ``enc``: the source's ``model.encode`` with weights;
-    ``steps``: every step, made with ``need_weights=True``; ``iv``: the interventions of both.
+    """The maps of a decoding, assembled from its steps: row t of each decoder map is the query row of
+    step t in the pass of step t (keys 0..t of the prefix; the source for cross-attention), and
+    ``next_probs[t]`` the probability step t gave its token. This holds with or without the causal
+    mask: a step never sees tokens that were not yet written. Under the causal mask the rows equal
+    one teacher-forced pass over the output (tests/test_decoding.py checks both).
+    ``enc``: the source's ``model.encode`` with weights; ``steps``: every step, made with
+    ``need_weights=True``; ``iv``: the interventions of both.
     """
     L, H, T, S = cfg.n_dec_layers, cfg.n_heads, len(steps), enc.memory.size(1)
     dec_self = torch.zeros(L, H, T, T)
@@ -210,6 +211,29 @@ def maps_from_steps(enc: EncoderResult, steps: Sequence[Step], cfg: TransformerC
     next_probs = torch.tensor([s.chosen_prob for s in steps])  # (T,)
     masks = iv_masks(iv, S, T)
     return Maps(_np(enc.enc_self_attn[:, 0]), _np(dec_self), _np(cross), _np(next_probs), masks, data_flow(cfg, S, T))
+
+
+def decode_time_maps(
+    model: Transformer, src_ids: Sequence[int], tgt_out: Sequence[int], iv: Interventions = NO_INTERVENTIONS, *, enc=None
+) -> Maps:
+    """The maps of decoding ``src_ids`` forced to write ``tgt_out`` (decoder input <bos> + tgt_out[:-1]):
+    row t of each decoder map is step t's query in step t's own pass, over keys 0..t, and
+    ``next_probs[t]`` the probability that pass gave ``tgt_out[t]``.
+
+    Under the causal mask that is exactly one teacher-forced pass (row t sees keys 0..t only), which is
+    what runs. Without it, one pass over the whole output would let row t read tokens t+1.. that did
+    not exist when step t ran (up to the token it predicts), so the decoding is replayed instead: each
+    step recomputes its prefix, as decoding does, and keeps its last row (``maps_from_steps``).
+    ``enc``: this source's ``model.encode`` under ``iv`` with weights (an ``EncoderResult``), if already computed.
+    Raises ValueError if a sequence exceeds ``max_len`` or an id is outside the target vocabulary.
+    """
+    if iv.causal:
+        return teacher_forced(model, src_ids, [model.cfg.bos_id, *tgt_out[:-1]], tgt_out, iv, enc=enc)
+    if enc is None:
+        src = torch.tensor([list(src_ids)], device=next(model.parameters()).device)  # (1, S)
+        enc = model.encode(src, iv, need_weights=True)
+    steps = list(generate_steps(model, src_ids, iv=iv, forced=list(tgt_out), max_new=len(tgt_out), k=1, enc=enc))
+    return maps_from_steps(enc, steps, model.cfg, iv)
 
 
 def iv_dict(iv: Interventions) -> dict:
@@ -265,22 +289,18 @@ def analyze(
             hypotheses=[(tok.decode(h), s) for h, s in res.hypotheses],
         )
     else:
-        # With the causal mask each step's attention rows are final: keep them as the maps.
-        steps = list(
-            generate_steps(
-                model, src.ids, iv=iv, sampling=settings.sampling(), max_new=budget, k=1, need_weights=iv.causal, enc=enc
-            )
-        )
+        # Each step's rows are those of the pass that chose its token: keep them as the maps.
+        steps = list(generate_steps(model, src.ids, iv=iv, sampling=settings.sampling(), max_new=budget, k=1, enc=enc))
         chosen = [s.chosen for s in steps]
         out = strip(chosen, cfg.eos_id)
         finished = bool(chosen) and chosen[-1] == cfg.eos_id
     tgt_in, tgt_out = shift_right(out, bos_id=cfg.bos_id, eos_id=cfg.eos_id)  # <= max_len ids: budget <= max_len - 1
-    if beam is None and finished and iv.causal:
+    if beam is None and finished:
         maps = maps_from_steps(enc, steps, cfg, iv)
     else:
-        # Beam search (its steps mix hypotheses), an output cut by the budget (its last row was never
-        # decoded) or no causal mask (every row sees the whole output): one teacher-forced pass.
-        maps = teacher_forced(model, src.ids, tgt_in, tgt_out, iv, enc=enc)
+        # Beam search (its steps mix hypotheses) or an output cut by the budget (its last row, which
+        # predicts <eos>, was never decoded): the passes that would write this output, step by step.
+        maps = decode_time_maps(model, src.ids, tgt_out, iv, enc=enc)
     out_tokens = [tok.piece_text(i) for i in tgt_out]
     if not finished:
         out_tokens[-1] = "…"  # budget spent: the last row predicts a token that was not kept

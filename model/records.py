@@ -49,16 +49,20 @@ KIND_NAMES = {
 """Display name of each kind."""
 
 # Why a (query, key) cell is hidden; 0 means the query may read the key. ABLATED marks every cell
-# of a head whose output was zeroed (``cell_reasons`` never returns it; ``MapView`` does).
-VISIBLE, FUTURE, HIDDEN, WINDOW, ABLATED = 0, 1, 2, 3, 4
+# of a head whose output was zeroed (``cell_reasons`` never returns it; ``MapView`` does). UNWRITTEN:
+# with the causal mask off, the decoder map's row t is still step t's own pass, which ran before the
+# tokens after t existed (``model.analysis.decode_time_maps``): those cells got no weight because
+# there was no key yet, not because a mask hid it.
+VISIBLE, FUTURE, HIDDEN, WINDOW, ABLATED, UNWRITTEN = 0, 1, 2, 3, 4, 5
 REASONS = {
     FUTURE: "masked: a later token (the causal mask hides the future)",
+    UNWRITTEN: "not yet written: when this step ran, the decoder had only the tokens up to the query (causal mask off)",
     HIDDEN: "masked: this source token is hidden",
     WINDOW: "masked: outside the local attention window",
     ABLATED: "head ablated: its output is zeroed, so it attends to nothing",
 }
 """Hover text of each reason code."""
-REASON_NAMES = {FUTURE: "future", HIDDEN: "hidden", WINDOW: "window", ABLATED: "ablated"}
+REASON_NAMES = {FUTURE: "future", HIDDEN: "hidden", WINDOW: "window", ABLATED: "ablated", UNWRITTEN: "not yet written"}
 """Short name of each reason code (figure trace names)."""
 
 
@@ -89,11 +93,13 @@ def cell_reasons(
     window: int | None = None,
     src_hidden: Sequence[int] = (),
 ):
-    """Reason code per cell of one ``(n_q, n_k)`` map of ``kind``: VISIBLE, FUTURE, HIDDEN or WINDOW.
+    """Reason code per cell of one ``(n_q, n_k)`` map of ``kind``: VISIBLE, FUTURE, UNWRITTEN, HIDDEN or WINDOW.
 
     Encoder self-attention: hidden source keys and the window; decoder self-attention: the causal
-    mask and the window; cross-attention: hidden source keys only. Where several reasons apply the
-    first of FUTURE, HIDDEN, WINDOW wins. Returns a numpy ``int8`` array ``(n_q, n_k)``.
+    mask (FUTURE) and the window; without the causal mask the keys after the query are UNWRITTEN (each
+    decoder row is the pass of its own step, which ran before they existed); cross-attention: hidden
+    source keys only. Where several reasons apply the first of FUTURE/UNWRITTEN, HIDDEN, WINDOW wins.
+    Returns a numpy ``int8`` array ``(n_q, n_k)``.
     Raises ValueError for an unknown kind.
     """
     if kind not in KINDS:
@@ -105,8 +111,8 @@ def cell_reasons(
     if kind != "dec_self":
         cols = [j for j in src_hidden if 0 <= j < n_k]
         out[:, cols] = HIDDEN
-    if kind == "dec_self" and causal:
-        out[~key_allowed(q_pos, k_pos, causal=True, window=None)] = FUTURE
+    if kind == "dec_self":
+        out[~key_allowed(q_pos, k_pos, causal=True, window=None)] = FUTURE if causal else UNWRITTEN
     return out
 
 

@@ -2,7 +2,8 @@
 
 ``head_trace`` translates a sentence as ``model.analysis.analyze`` does (the same translation the app
 shows), runs ONE teacher-forced pass over the source and the shifted output (``shift_right``) under the
-same interventions, and then works the chosen attention sub-layer out by hand from the module's own
+same interventions (with the causal mask off, a decoder query's pass is its own step's: the prefix up to
+the query, as decoding ran it), and then works the chosen attention sub-layer out by hand from the module's own
 weights, for one query token:
 
     resid                      the query's row of the residual stream before the sub-layer
@@ -37,7 +38,15 @@ from torch import Tensor
 
 from model.records import KINDS, REASONS, VISIBLE, shift_right
 from model.tokenizer import Tokenizer
-from model.transformer import NO_INTERVENTIONS, DecoderLayer, EncoderLayer, Interventions, MultiHeadAttention, Transformer
+from model.transformer import (
+    NO_INTERVENTIONS,
+    DecoderLayer,
+    EncoderLayer,
+    Interventions,
+    MultiHeadAttention,
+    Transformer,
+    band,
+)
 
 if TYPE_CHECKING:  # a type name only: model.analysis imports this module (it re-exports head_trace)
     from model.analysis import DecodeSettings
@@ -212,16 +221,20 @@ def head_trace(
     _check(kind, layer, head, model)
     a = analyze(model, tok, text, DecodeSettings() if settings is None else settings, iv)
     cfg, device = model.cfg, next(model.parameters()).device
+    n_q = len(a.source.tokens if kind == "enc_self" else a.tgt_in_tokens)
+    if not 0 <= query < n_q:
+        raise ValueError(f"query {query} is out of range: {kind} has {n_q} query tokens (count from 0)")
     tgt_in, _ = shift_right(a.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
+    # The pass that computed this row (model.analysis.decode_time_maps): under the causal mask one pass over
+    # the whole output; without it, decoder row `query` is step `query`'s own pass over the prefix only.
+    T = query + 1 if kind != "enc_self" and not iv.causal else len(tgt_in)
     src_t = torch.tensor([a.source.ids], device=device)  # (1, S)
-    tgt_t = torch.tensor([tgt_in], device=device)  # (1, T)
+    tgt_t = torch.tensor([tgt_in[:T]], device=device)  # (1, T)
     inter = model(src_t, tgt_t, iv, need_intermediates=True).intermediates  # the one pass: every layer's input rows
 
-    src, tgt = a.source.tokens, a.tgt_in_tokens
+    src, tgt = a.source.tokens, a.tgt_in_tokens[:T]
     q_tokens, k_tokens = {"enc_self": (src, src), "dec_self": (tgt, tgt), "cross": (tgt, src)}[kind]
-    if not 0 <= query < len(q_tokens):
-        raise ValueError(f"query {query} is out of range: {kind} has {len(q_tokens)} query tokens (count from 0)")
-    reasons = a.maps.masks[kind].reasons  # (Q, K) int8, the model's mask rule (model.records.cell_reasons)
+    reasons = a.maps.masks[kind].reasons[: len(q_tokens), : len(k_tokens)]  # (Q, K) int8 (model.records.cell_reasons)
     mask = torch.from_numpy(reasons != VISIBLE).to(device)  # (Q, K) True = hidden
     opts = {"temperature": iv.temperature, "need_weights": True}
 
@@ -239,9 +252,9 @@ def head_trace(
         else:
             # the decoder state after the self-attention sub-layer: y = post(y + SelfAttn(pre(y))), every row
             h = dl.self_attn_norm.pre(y)[None]  # (1, T, D)
-            self_mask = torch.from_numpy(a.maps.masks["dec_self"].reasons != VISIBLE).to(device)  # (T, T)
+            allowed = band(T, T, 0, causal=iv.causal, window=iv.window, device=device)  # (T, T) the pass's own mask, or None
             hm_self = iv.head_mask("dec_self", layer, cfg.n_heads)
-            a_self, _, _ = dl.self_attn(h, h, ~self_mask[None, None], head_mask=hm_self, **opts)
+            a_self, _, _ = dl.self_attn(h, h, None if allowed is None else allowed[None, None], head_mask=hm_self, **opts)
             resid_all = dl.self_attn_norm.post(y + a_self[0])  # (T, D)
             mha, norm, next_norm, label = dl.cross_attn, dl.cross_attn_norm, dl.ff_norm, "feed-forward"
             kv_x = inter["memory"][0]  # (S, D): keys and values come from the encoder memory
@@ -266,7 +279,7 @@ def head_trace(
         norm_first=cfg.norm_first,
         q_tokens=list(q_tokens),
         k_tokens=list(k_tokens),
-        predicted=None if kind == "enc_self" else list(a.tgt_out_tokens),
+        predicted=None if kind == "enc_self" else list(a.tgt_out_tokens[:T]),
         resid=_np(resid),
         x=_np(x),
         kv_x=_np(kv_x),

@@ -37,6 +37,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from model.analysis import DecodeSettings, analyze, step_trace  # noqa: E402
 from model.checkpoint import load_checkpoint  # noqa: E402
 from model.records import KIND_NAMES  # noqa: E402
+from model.transformer import Interventions  # noqa: E402
 from ui import catalog, state  # noqa: E402
 from viz.tokens import display  # noqa: E402
 
@@ -522,30 +523,43 @@ def test_every_head_ablated_still_translates(rev):
     assert len([h for h in at.get("html") if 'class="translation"' in h.proto.body]) == 2
 
 
-@pytest.mark.parametrize(
-    ("widget", "key", "value"),
-    [
-        ("toggle", "causal", False),
-        ("slider", "window", 2),
-        ("slider", "attn_temp", 3.0),
-        ("toggle", "use_pe", False),
-        ("slider", "attn_temp", 0.25),
-    ],
-)
+MASK_CONTROLS = {  # (widget, key, value): the interventions the control means, and the kinds whose maps it changes
+    ("toggle", "causal", False): (Interventions(causal=False), {"dec_self", "cross"}),
+    ("slider", "window", 2): (Interventions(window=2), {"enc_self", "dec_self", "cross"}),
+    ("slider", "attn_temp", 3.0): (Interventions(temperature=3.0), {"enc_self", "dec_self", "cross"}),
+    ("toggle", "use_pe", False): (Interventions(use_pos_encoding=False), {"enc_self", "dec_self", "cross"}),
+    ("slider", "attn_temp", 0.25): (Interventions(temperature=0.25), {"enc_self", "dec_self", "cross"}),
+    ("multiselect", "hide", (1,)): (Interventions(src_hidden=frozenset({1})), {"enc_self", "dec_self", "cross"}),
+    ("multiselect", "ablate_enc_self", ((0, 1),)): (Interventions(ablate=frozenset({("enc_self", 0, 1)})), {"dec_self", "cross"}),
+}
+
+
+@pytest.mark.parametrize(("widget", "key", "value"), list(MASK_CONTROLS))
 @pytest.mark.parametrize("kind", ["enc_self", "dec_self", "cross"])
-def test_mask_lab_controls(widget, key, value, kind):
+def test_mask_lab_controls(rev, widget, key, value, kind):
+    """Each control draws, as After, exactly ``analyze(..., iv)``'s map for the interventions it names (the
+    shown layer's mean over heads), differs from Before where the control bites, and keeps rows summing to 1."""
     at = run_app("masks", sentence=SENTENCE)
     at.radio(key="mask_kind").set_value(kind).run()
-    getattr(at, widget)(key=key).set_value(value).run()
+    getattr(at, widget)(key=key).set_value(list(value) if widget == "multiselect" else value).run()
     ok(at)
     before, after = chart(at, "Before:"), chart(at, "After:")
     check_drawn_weights(before)
     z = check_drawn_weights(after)
     rows = np.nansum(z, axis=1)
     assert np.allclose(rows, 1, atol=1e-4), "each query row of the changed map still sums to 1 over the keys it may see"
+    iv, bites = MASK_CONTROLS[(widget, key, value)]
+    want = analyze(rev.model, rev.tokenizer, SENTENCE, DecodeSettings(), iv).view(kind)
+    want_map = want.map(want.attn.shape[0] - 1, None)  # the default: the last layer, the mean of heads
+    assert z.shape == want_map.w.shape
+    np.testing.assert_allclose(np.nan_to_num(z), want_map.w, atol=1e-4, err_msg="After is not analyze(..., iv)")
+    if kind in bites:
+        b = weights(before)
+        assert b.shape != z.shape or not np.allclose(np.nan_to_num(b), np.nan_to_num(z), atol=1e-4), "the control did not bite"
     if key == "causal" and kind == "dec_self":
-        assert not grey(after).any(), "causal mask off: nothing is masked"
-        assert (np.triu(np.nan_to_num(z), 1) > 0).any(), "causal mask off: queries read later tokens"
+        q, k = np.indices(z.shape)
+        assert grey(after)[k > q].all(), "causal mask off: a later token had not been written when the row's step ran"
+        assert (np.nan_to_num(z)[k > q] == 0).all(), "causal mask off: no step reads a token it had not written"
     if key == "window" and kind != "cross":
         q = np.arange(z.shape[0])[:, None]
         k = np.arange(z.shape[1])[None, :]
@@ -553,16 +567,21 @@ def test_mask_lab_controls(widget, key, value, kind):
     assert decode(chart(at, "−")["data"][0]["z"]).shape == weights(before).shape
 
 
-def test_mask_lab_marks_changed_output_tokens():
+IV_HIDE_01 = Interventions(src_hidden=frozenset({0, 1}))
+
+
+def test_mask_lab_marks_changed_output_tokens(rev):
     at = run_app("masks", sentence=SENTENCE)
     ms = at.multiselect(key="hide")
     ms.set_value([0, 1]).run()
     ok(at)
     body = " ".join(h.proto.body for h in at.get("html"))
-    if 'title="changed"' in body:
-        assert any("The output changed" in i.value for i in at.info)
-    else:
-        assert any("Output unchanged" in c.value for c in at.caption)
+    # the reverse model, reading only " c d e": its output changes (checked against analyze)
+    a, b = (analyze(rev.model, rev.tokenizer, SENTENCE, DecodeSettings(), iv) for iv in (Interventions(), IV_HIDE_01))
+    assert a.out_ids != b.out_ids
+    assert 'title="changed"' in body
+    assert any("The output changed" in i.value for i in at.info)
+    assert not any("Output unchanged" in c.value for c in at.caption)
 
 
 # -- other views -----------------------------------------------------------------------------------------------------

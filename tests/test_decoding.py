@@ -9,6 +9,10 @@ it made.
 
 from __future__ import annotations
 
+import itertools
+import math
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -260,30 +264,76 @@ def test_analyze_shows_the_maps_of_the_translation_it_made(reverse, method):
             np.testing.assert_allclose(s.self_attn, a.maps.dec_self[:, :, s.t, : s.t + 1], atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "iv",
-    [
-        Interventions(),
-        Interventions(window=2),
-        Interventions(temperature=1.7),
-        Interventions(src_hidden={1}),
-        Interventions(ablate={("dec_self", 0, 0), ("cross", 1, 1)}),
-        Interventions(causal=False),
-    ],
-)
-@pytest.mark.parametrize("method", ["greedy", "sample"])
-def test_analyze_maps_equal_one_teacher_forced_pass_over_its_output(reverse, method, iv):
-    """``analyze`` keeps the decoding steps' rows as the maps when it can; they must be exactly
-    what one teacher-forced pass over the finished output gives (and what it falls back to)."""
-    model, tok = reverse.model, reverse.tokenizer
-    a = analyze(model, tok, " q r s t u", DecodeSettings(method, seed=3, temperature=1.5), iv)
-    if iv == Interventions():
-        assert a.finished, "the reverse model should finish this input: the steps path must be tested"
-    eos = model.cfg.eos_id
-    tf = teacher_forced(model, a.source.ids, [model.cfg.bos_id] + a.out_ids, a.out_ids + [eos], iv)
-    for name in ("enc_self", "dec_self", "cross", "next_probs"):
-        np.testing.assert_allclose(getattr(a.maps, name), getattr(tf, name), atol=1e-5, rtol=0, err_msg=name)
-    assert a.maps.shapes == tf.shapes
+def decode_time_maps(model, src: list[int], tgt_in: list[int], tgt_out: list[int], iv: Interventions):
+    """The oracle, written without the KV cache or ``analyze``: for every step t, one full forward pass
+    over the prefix ``tgt_in[: t + 1]`` (what the decoder had when it chose ``tgt_out[t]``), keeping its
+    last query row of each decoder map and the probability of ``tgt_out[t]``."""
+    L, H, T, S = model.cfg.n_dec_layers, model.cfg.n_heads, len(tgt_in), len(src)
+    dec_self, cross, probs = np.zeros((L, H, T, T)), np.zeros((L, H, T, S)), np.zeros(T)
+    with torch.no_grad():
+        for t in range(T):
+            res = model(torch.tensor([src]), torch.tensor([tgt_in[: t + 1]]), iv, need_weights=True)
+            dec_self[:, :, t, : t + 1] = res.dec_self_attn[:, 0, :, -1].numpy()  # (L, H, t + 1)
+            cross[:, :, t] = res.cross_attn[:, 0, :, -1].numpy()  # (L, H, S)
+            probs[t] = float(torch.softmax(res.logits[0, -1].float(), -1)[tgt_out[t]])
+    return dec_self, cross, probs
+
+
+SHOWN_IVS = [
+    Interventions(),
+    Interventions(causal=False),
+    Interventions(causal=False, window=2, temperature=0.6),
+    Interventions(window=2),
+    Interventions(temperature=1.7),
+    Interventions(src_hidden={1}),
+    Interventions(causal=False, src_hidden={0, 2}, ablate={("dec_self", 1, 0)}),
+    Interventions(ablate={("dec_self", 0, 0), ("cross", 1, 1)}),
+    Interventions(use_pos_encoding=False),
+]
+
+
+@pytest.mark.parametrize("iv", SHOWN_IVS)
+@pytest.mark.parametrize("method", ["greedy", "sample", "beam"])
+@pytest.mark.parametrize("budget", [None, 2])
+def test_the_shown_maps_are_the_passes_that_wrote_the_translation(method, iv, budget):
+    """Issue 24: every shown row t is step t's query in step t's pass (no weight on a token not yet
+    written) and every shown probability is the one step t gave its token, for each decoding method
+    and intervention, the causal mask off included, for finished outputs and outputs cut by the budget
+    (whose last row predicts the <eos> that was not reached). Under the causal mask this is also one
+    teacher-forced pass (the beam's maps). Failed on the old code (8441648) for every causal=False case."""
+    for seed in range(2):
+        model = make_model(seed)
+        tok = _IdTokenizer()
+        a = analyze(model, tok, str(seed), DecodeSettings(method, beam_size=3, seed=seed, temperature=1.5, max_new=budget), iv)
+        tgt_in, tgt_out = [BOS] + a.out_ids, a.out_ids + [EOS]
+        dec_self, cross, probs = decode_time_maps(model, a.source.ids, tgt_in, tgt_out, iv)
+        np.testing.assert_allclose(a.maps.dec_self, dec_self, atol=1e-5, err_msg="decoder self-attention")
+        np.testing.assert_allclose(a.maps.cross, cross, atol=1e-5, err_msg="cross-attention")
+        np.testing.assert_allclose(a.maps.next_probs, probs, atol=1e-5, err_msg="token probabilities")
+        assert (np.triu(a.maps.dec_self, k=1) == 0).all(), "weight on a token not yet written"
+        if iv.causal:
+            tf = teacher_forced(model, a.source.ids, tgt_in, tgt_out, iv)
+            np.testing.assert_allclose(a.maps.dec_self, tf.dec_self, atol=1e-5)
+            np.testing.assert_allclose(a.maps.next_probs, tf.next_probs, atol=1e-5)
+        if budget is not None:
+            assert len(a.out_ids) <= budget
+
+
+class _IdTokenizer:
+    """A stand-in tokenizer for the tiny random models: the "text" is a seed, the pieces are ids."""
+
+    pad_id, bos_id, eos_id = PAD, BOS, EOS
+    vocab_size = V
+    tgt_vocab_size = V
+
+    def encode(self, text: str, target: bool = False) -> list[int]:
+        return src_ids(int(text))[:-1]
+
+    def decode(self, ids) -> str:
+        return " ".join(map(str, ids))
+
+    def piece_text(self, i: int) -> str:
+        return f"<{i}>"
 
 
 @pytest.mark.parametrize(
@@ -366,3 +416,75 @@ def test_a_target_vocabulary_bounds_every_decoder_and_forced_ids():
         assert all(s.chosen < 12 and all(c < 12 for c, _ in s.candidates) for s in steps)
     with pytest.raises(ValueError, match="target vocabulary"):
         next(generate_steps(model, src_ids(0), forced=[15]))
+
+
+# -- issue 24: sampling follows its distribution, the length penalty and beam search are what they say ---
+
+
+def test_different_seeds_give_different_samples_and_the_first_step_follows_filtered_probs():
+    """Over 2,000 seeds the first sampled token's frequencies follow ``filtered_probs`` of the first
+    step's logits: Pearson's chi-squared statistic stays under the 0.1 % critical value of its degrees
+    of freedom (fixed seeds, so the test is deterministic; a sampler that ignored top-k, temperature or
+    the seed would exceed it by orders of magnitude)."""
+    model = make_model(4)
+    ids = src_ids(4)
+    s = SamplingSettings("sample", temperature=1.3, top_k=4)
+    with torch.no_grad():
+        logits = model(torch.tensor([ids]), torch.tensor([[BOS]])).logits[0, -1]  # (V,)
+    p = filtered_probs(logits, s)
+    kept = torch.nonzero(p).flatten().tolist()
+    assert len(kept) == 4
+    n = 2000
+    with torch.no_grad():
+        enc = model.encode(torch.tensor([ids]))  # the same source for every draw: encode it once
+    firsts = [next(generate_steps(model, ids, sampling=replace(s, seed=seed), max_new=1, enc=enc)).chosen for seed in range(n)]
+    counts = np.bincount(firsts, minlength=V)
+    assert set(np.nonzero(counts)[0]) <= set(kept), "a token outside top-k was sampled"
+    expected = n * p[kept].numpy()
+    chi2 = float(((counts[kept] - expected) ** 2 / expected).sum())
+    critical = {1: 10.83, 2: 13.82, 3: 16.27}[len(kept) - 1]  # chi-squared 0.999 quantiles
+    assert chi2 < critical, f"chi2 {chi2:.1f} >= {critical} (counts {counts[kept]}, expected {expected.round(1)})"
+    outputs = {tuple(decode_ids(model, ids, sampling=replace(s, seed=seed))) for seed in range(8)}
+    assert len(outputs) > 1, "different seeds gave the same sample every time"
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
+@pytest.mark.parametrize("length", [1, 2, 7, 30])
+def test_length_penalty_is_the_gnmt_formula(length, alpha):
+    assert length_penalty(length, alpha) == pytest.approx(((5 + length) / 6) ** alpha, rel=1e-12)
+    if alpha == 0.0:
+        assert length_penalty(length, alpha) == 1.0
+
+
+def exhaustive_best(model, ids: list[int], max_new: int, alpha: float) -> tuple[list[int], float]:
+    """Every output of at most ``max_new`` tokens that beam search could return (ending in <eos>, or
+    ``max_new`` tokens without one), scored log p(y) / ((5 + |y|) / 6)^alpha with |y| counting the
+    <eos>; the best. The scores come from one teacher-forced pass per output, not from beam_search."""
+    n = model.cfg.n_logits
+    outputs = [list(y) + [EOS] for k in range(max_new) for y in itertools.product([t for t in range(n) if t != EOS], repeat=k)]
+    outputs += [list(y) for y in itertools.product([t for t in range(n) if t != EOS], repeat=max_new)]
+    best, best_score = None, -math.inf
+    with torch.no_grad():
+        for y in outputs:
+            logp = torch.log_softmax(model(torch.tensor([ids]), torch.tensor([[BOS] + y[:-1]])).logits[0], -1)  # (|y|, V)
+            total = float(logp[torch.arange(len(y)), torch.tensor(y)].sum())
+            score = total / ((5 + len(y)) / 6) ** alpha
+            if score > best_score:
+                best, best_score = y, score
+    return [t for t in best if t != EOS], best_score
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("alpha", [0.0, 1.5])
+def test_a_beam_as_wide_as_the_search_space_finds_the_exhaustive_best(seed, alpha):
+    """A target vocabulary of 5 ids (4 besides <eos>), outputs of up to 3 tokens: 1 + 4 + 16 ending in
+    <eos> and 64 cut by the budget, 85 candidates; a beam of 100 without early stopping keeps them all and must return the best,
+    and any narrower beam can only score lower or equal."""
+    model = make_model(seed, vocab_size=V, tgt_vocab_size=5)
+    ids = src_ids(seed)
+    want, want_score = exhaustive_best(model, ids, max_new=3, alpha=alpha)
+    res = beam_search(model, ids, beam_size=100, alpha=alpha, max_new=3, early_stop=False)
+    assert res.hypotheses[0][0] == want
+    assert res.hypotheses[0][1] == pytest.approx(want_score, abs=1e-5)
+    narrow = beam_search(model, ids, beam_size=2, alpha=alpha, max_new=3, early_stop=False)
+    assert narrow.hypotheses[0][1] <= want_score + 1e-6

@@ -4,7 +4,7 @@ everyday German").
 Twenty everyday sentences with reference translations written for this test, not taken from any
 corpus (11 of the 20 English sentences do also occur in Tatoeba's training split: sentences this
 common are in every phrase book). The model must reach corpus chrF2 >= 60 on them with greedy
-decoding and with the app's default decoding, and no output may share no word with its reference
+decoding (the app's default) and with the app's beam settings, and no output may share no word with its reference
 (the gibberish of the caption-only model, "Ich be bedezie der.", shares none with "Ich liebe dich."
 except "Ich", so the second check compares content beyond the first word too). English "you" is
 German du, ihr or Sie, so a sentence with "you" lists each as a reference; an output is scored
@@ -64,16 +64,17 @@ def test_shares_content_rejects_the_caption_models_gibberish():
     assert shares_content("Wo wohnt ihr?", "Wo wohnt ihr?") and not shares_content("Wo wohnt ihr?", "Wo wohnst du?")
 
 
-@pytest.fixture(scope="module", params=["greedy", "app default"])
+@pytest.fixture(scope="module", params=["greedy (the app's default)", "beam (the app's beam settings)"])
 def outputs(request):
+    """The twenty translations with the app's default method (greedy) and with its beam search as the
+    sidebar sets it up (``DecodeSettings(method="beam")``: beam size, length penalty, stop rule)."""
     if not (EN_DE / "model.safetensors").is_file():
         pytest.fail(f"{EN_DE} is missing: the general model is shipped with the repository")
+    assert DecodeSettings().method == "greedy", "the app's default method changed: say which case covers it"
     loaded = load_checkpoint(EN_DE, "cpu")
-    d = DecodeSettings()
-    beam = 1 if request.param == "greedy" or d.method != "beam" else d.beam_size
-    if request.param == "app default" and d.method == "greedy":
-        pytest.skip("the app's default decoding is greedy: the first case covers it")
-    return translate(loaded, [en for en, *_ in EVERYDAY], beam_size=beam, progress=False)
+    d = DecodeSettings(method="beam")
+    beam = 1 if request.param.startswith("greedy") else d.beam_size
+    return translate(loaded, [en for en, *_ in EVERYDAY], beam_size=beam, alpha=d.alpha, early_stop=d.early_stop, progress=False)
 
 
 def report(hyps) -> str:

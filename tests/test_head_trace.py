@@ -78,12 +78,21 @@ def modules(model: Transformer, kind: str, layer: int):
 
 
 def model_tensors(
-    model: Transformer, tok: Tokenizer, text: str, settings: DecodeSettings, iv: Interventions, kind: str, layer: int
+    model: Transformer,
+    tok: Tokenizer,
+    text: str,
+    settings: DecodeSettings,
+    iv: Interventions,
+    kind: str,
+    layer: int,
+    n_tgt: int | None = None,
 ):
     """What the model's own modules took and gave in one forward pass over the translation (forward hooks):
-    attn ``(args, out)``, own norm and next norm ``[(input, output), ...]`` per call, and the analysis."""
+    attn ``(args, out)``, own norm and next norm ``[(input, output), ...]`` per call, and the analysis.
+    ``n_tgt``: feed only the first n_tgt decoder inputs (the pass of step n_tgt - 1)."""
     a = analyze(model, tok, text, settings, iv)
     tgt_in, _ = shift_right(a.out_ids, bos_id=model.cfg.bos_id, eos_id=model.cfg.eos_id, max_len=model.cfg.max_len)
+    tgt_in = tgt_in[:n_tgt]
     mha, own, nxt = modules(model, kind, layer)
     seen = {"attn": [], "own": [], "next": []}
     hooks = [
@@ -107,7 +116,9 @@ def close(a, b, tol: float = TOL) -> None:
 def check_trace(model: Transformer, tok: Tokenizer, t: HeadTrace, settings: DecodeSettings, iv: Interventions) -> None:
     """Every property a HeadTrace promises, against the model's own tensors."""
     kind, layer, head, query, Dh = t.kind, t.layer, t.head, t.query, t.d_head
-    a, seen = model_tensors(model, tok, TEXT, settings, iv, kind, layer)
+    # the pass that computed the row: without the causal mask a decoder row is its own step's pass, over the prefix
+    T = query + 1 if kind != "enc_self" and not iv.causal else None
+    a, seen = model_tensors(model, tok, TEXT, settings, iv, kind, layer, n_tgt=T)
     n_keys = len(t.k_tokens)
     # shapes and labels
     D = model.cfg.d_model
@@ -117,19 +128,20 @@ def check_trace(model: Transformer, tok: Tokenizer, t: HeadTrace, settings: Deco
     assert t.scores.shape == t.scaled.shape == t.mask.shape == t.weights.shape == t.reasons.shape == (n_keys,)
     assert all(arr.dtype == np.float32 for arr in (t.x, t.q, t.k, t.v, t.scores, t.scaled, t.weights, t.head_out, t.attn_out))
     assert t.mask.dtype == bool
-    src, tgt = a.source.tokens, a.tgt_in_tokens
+    src, tgt = a.source.tokens, a.tgt_in_tokens[:T]
     assert (t.q_tokens, t.k_tokens) == {"enc_self": (src, src), "dec_self": (tgt, tgt), "cross": (tgt, src)}[kind]
-    assert t.predicted == (None if kind == "enc_self" else a.tgt_out_tokens)
+    assert t.predicted == (None if kind == "enc_self" else a.tgt_out_tokens[:T])
     assert t.temperature == iv.temperature and t.norm_first == model.cfg.norm_first
     for arr in (t.x, t.q, t.k, t.v, t.scores, t.scaled, t.weights, t.head_out, t.concat, t.attn_out, t.added, t.normed):
         assert np.isfinite(arr).all()
 
     # the weights are the map analyze returns (the model reports zeros for an ablated head)
-    mapped = getattr(a.maps, kind)[layer, head, query]  # (K,)
-    close(mapped, t.weights * (not t.ablated))
+    mapped = getattr(a.maps, kind)[layer, head, query]  # (K,) or, for a step's own pass, (T,) with 0 after its K keys
+    close(mapped[:n_keys], t.weights * (not t.ablated))
+    assert (mapped[n_keys:] == 0).all(), "weight on a key the query's pass did not have"
     assert t.ablated == ((kind, layer, head) in iv.ablate)
     # the mask is the analysis' reason row; masked keys get weight 0 and score -inf
-    assert (t.reasons == a.maps.masks[kind].reasons[query]).all()
+    assert (t.reasons == a.maps.masks[kind].reasons[query, :n_keys]).all()
     assert (t.mask == (t.reasons != VISIBLE)).all()
     assert (t.weights[t.mask] == 0).all()
     assert np.isneginf(t.masked[t.mask]).all() and (t.masked[~t.mask] == t.scaled[~t.mask]).all()

@@ -16,6 +16,7 @@ from model.records import (
     FUTURE,
     HIDDEN,
     KINDS,
+    UNWRITTEN,
     VISIBLE,
     WINDOW,
     KindMask,
@@ -60,10 +61,14 @@ def test_cell_reasons_properties(kind, n_q, n_k, causal, window, hidden):
     r = cell_reasons(kind, n_q, n_k, causal=causal, window=window, src_hidden=sorted(hidden))
     assert r.shape == (n_q, n_k) and r.dtype == np.int8
     q, k = np.arange(n_q)[:, None], np.arange(n_k)[None, :]
-    future = np.broadcast_to(k > q, r.shape) if kind == "dec_self" and causal else np.zeros(r.shape, bool)
+    later = np.broadcast_to(k > q, r.shape) if kind == "dec_self" else np.zeros(r.shape, bool)
+    # a later key is FUTURE under the causal mask, else UNWRITTEN (the row's own step ran before it existed)
+    np.testing.assert_array_equal(r == UNWRITTEN, later & (not causal))
+    future = later & causal
     far = np.broadcast_to(np.abs(q - k) >= window, r.shape) if kind != "cross" and window else np.zeros(r.shape, bool)
     cols = np.isin(np.arange(n_k), sorted(hidden)) if kind != "dec_self" else np.zeros(n_k, bool)
     np.testing.assert_array_equal(r == FUTURE, future)  # the causal mask wins over every other reason
+    future = later  # either wins over the window
     np.testing.assert_array_equal(r == HIDDEN, ~future & cols[None, :])
     np.testing.assert_array_equal(r == WINDOW, ~future & ~cols[None, :] & far)
     assert not (r == ABLATED).any()

@@ -173,12 +173,19 @@ def test_dec_self_future_cells_are_masked_grey_not_zero_weight():
     assert grey["future"].colorscale[0][1] != fig.layout.coloraxis.colorscale[0][1], "grey differs from the colour of weight 0"
 
 
-def test_dec_self_without_causal_mask_draws_every_cell():
+def test_dec_self_without_causal_mask_greys_the_tokens_not_yet_written():
+    """Without the causal mask each row is its own step's pass: the keys after the query did not exist yet.
+    They are drawn grey with their own name and hover text, not as weight 0 and not as "causal mask"."""
     T = len(TGT_IN)
-    a = dirichlet(1, 2, T, T)
+    a = np.tril(dirichlet(1, 2, T, T))
+    a /= a.sum(-1, keepdims=True)
     fig = mosaic(a, TGT_IN, TGT_IN, kind="dec_self", reasons=cell_reasons("dec_self", T, T, causal=False))
-    assert len(fig.data) == 1
-    np.testing.assert_array_equal(mosaic_tile(fig, 0, 1), a[0, 1])
+    later = np.triu(np.ones((T, T), bool), 1)
+    assert [t.name for t in fig.data[1:]] == ["not yet written"]
+    assert "causal mask off" in fig.data[1].hovertemplate and "hides the future" not in fig.data[1].hovertemplate
+    tile = mosaic_tile(fig, 0, 1)
+    assert np.isnan(tile[later]).all()
+    np.testing.assert_array_equal(tile[~later], a[0, 1][~later])
 
 
 def test_ablated_heads_and_hidden_tokens_are_grey_and_labelled():

@@ -25,9 +25,9 @@ from model.analysis import (
     InputError,
     Maps,
     analyze,
+    decode_time_maps,
     reference_maps,
     step_trace,
-    teacher_forced,
     word_order_demo,
 )
 from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
@@ -158,13 +158,14 @@ def run_reference(path: str, text: str, settings: DecodeSettings, reference: str
 @st.cache_data(show_spinner=False, max_entries=32, hash_funcs=IV_HASH)
 def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Interventions, output_of: str | None = None) -> Maps:
     """Maps of ``text`` under ``iv`` with the decoder fed the unchanged model's output for ``output_of`` (default:
-    ``text`` itself), teacher-forced: the decoder rows line up with that output's own maps."""
+    ``text`` itself), teacher-forced: the decoder rows line up with that output's own maps. Row t is step t's
+    own pass (``decode_time_maps``), so without the causal mask it still sees no token after t."""
     m = load_model(path)
     source = run_analysis(path, text, settings).source
     out = run_analysis(path, text if output_of is None else output_of, settings).out_ids
     cfg = m.model.cfg
-    tgt_in, tgt_out = shift_right(out, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
-    return MODEL_WORKER.call(m, teacher_forced, source.ids, tgt_in, tgt_out, iv, tokenizer=False)
+    _, tgt_out = shift_right(out, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
+    return MODEL_WORKER.call(m, decode_time_maps, source.ids, tgt_out, iv, tokenizer=False)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from model.records import ABLATED, FUTURE, HIDDEN, KINDS, REASON_NAMES, VISIBLE, WINDOW
+from model.records import ABLATED, FUTURE, HIDDEN, KINDS, REASON_NAMES, UNWRITTEN, VISIBLE, WINDOW
 
 # -- colours: one scale for every attention map, so a colour means the same weight everywhere ---------
 ATTENTION_COLORSCALE = [  # white (0) -> deep blue (1), ColorBrewer "Blues"
@@ -45,11 +45,12 @@ DIVERGING_COLORSCALE = [  # blue (negative) - white (0) - red (positive), ColorB
 ]
 MASK_COLORS = {  # cells a query could not see, per reason code: warm greys, clearly not the near-white of weight 0
     FUTURE: "#b8b2a7",
+    UNWRITTEN: "#dcd6cb",
     HIDDEN: "#a39e93",
     WINDOW: "#cdc7bc",
     ABLATED: "#7f7a70",
 }
-GREY_ORDER = (FUTURE, WINDOW, HIDDEN, ABLATED)  # one grey trace per reason, in this order
+GREY_ORDER = (FUTURE, UNWRITTEN, WINDOW, HIDDEN, ABLATED)  # one grey trace per reason, in this order
 HIGHLIGHT = "#e6550d"  # chosen candidate, best beam path
 MUTED = "#9ecae1"  # other candidates
 FONT = dict(family="Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif", size=12)
@@ -328,7 +329,7 @@ def check_reasons(reasons, n_q: int, n_k: int) -> np.ndarray:
     bad = set(np.unique(r).tolist()) - {VISIBLE, *REASON_NAMES}
     if bad:
         raise ValueError(
-            f"reasons holds unknown codes {sorted(bad)}; use model.records' VISIBLE, FUTURE, HIDDEN, WINDOW, ABLATED"
+            f"reasons holds unknown codes {sorted(bad)}; use model.records' VISIBLE, FUTURE, HIDDEN, WINDOW, ABLATED, UNWRITTEN"
         )
     return r.astype(np.int8, copy=False)
 

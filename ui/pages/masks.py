@@ -28,13 +28,19 @@ def controls(ctx: state.Ctx) -> Interventions:
             key=keys.HIDE,
             help="No query may attend to them (encoder self-attention and cross-attention). They are still encoded.",
         )
+        st.caption("Acts on: encoder self-attention and cross-attention (hidden tokens are no query's key).")
         causal = st.toggle(
             "Causal mask in the decoder",
             True,
             key=keys.CAUSAL,
             help="Off: every decoder position may read later ones too, which the model never saw in training.",
         )
+        st.caption(
+            "Acts on: decoder self-attention. Off, each step's pass lets every prefix token read the others; the maps "
+            "show each step's own pass, so step t still sees only the tokens written before it."
+        )
         use_pe = st.toggle("Positional encoding", True, key=keys.USE_PE)
+        st.caption("Acts on: the encoder's and the decoder's input (embedding + PE, section 3.5).")
     with c2:
         window = st.slider(
             "Local window (self-attention)",
@@ -44,6 +50,7 @@ def controls(ctx: state.Ctx) -> Interventions:
             key=keys.WINDOW,
             help="0 = off. Otherwise a query sees only keys with |query − key| < window: 1 = only itself.",
         )
+        st.caption("Acts on: encoder and decoder self-attention, every layer; not cross-attention.")
         temp = st.slider(
             "Attention temperature τ",
             0.25,
@@ -53,6 +60,7 @@ def controls(ctx: state.Ctx) -> Interventions:
             key=keys.ATTN_TEMP,
             help="softmax(QKᵀ / (√d_head · τ)): τ > 1 flattens, τ < 1 sharpens.",
         )
+        st.caption("Acts on: all three kinds (encoder self-, decoder self- and cross-attention), every layer and head.")
     with c3:
         ablate = []
         for kind in KINDS:
@@ -64,6 +72,7 @@ def controls(ctx: state.Ctx) -> Interventions:
                 key=keys.ablate(kind),
             )
             ablate += [(kind, l, h) for l, h in picked]
+        st.caption("Acts on: the chosen heads only; their output becomes 0 before W^O.")
     return Interventions(
         src_hidden=frozenset(hide),
         causal=causal,
@@ -141,7 +150,7 @@ def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) ->
             st.info(
                 "The output changed, so row t is a different query before and after and the two maps cannot be "
                 "subtracted row by row. The difference shown feeds the original output to the changed model instead "
-                "(teacher forcing), so the rows line up again."
+                "(teacher forcing: step t is given the original tokens before t, in its own pass), so the rows line up again."
             )
     with d1:
         if same:
