@@ -153,3 +153,37 @@ def test_a_link_opens_its_head_and_out_of_range_values_move_to_the_last_one(rev)
     assert at.slider(key="layer").value == n_dec and at.slider(key="trace_head").value == n_heads
     assert at.query_params.get("layer", str(n_dec)) == str(n_dec), "the URL never names a layer that is not shown"
     assert at.query_params["head"] == str(n_heads)
+
+
+HEAD_CONTROLS = {  # widget, key, value -> the interventions the "What if…" box means
+    ("multiselect", "trace_hide", (1,)): Interventions(src_hidden=frozenset({1})),
+    ("slider", "trace_window", 2): Interventions(window=2),
+    ("slider", "trace_temp", 0.5): Interventions(temperature=0.5),
+}
+BITES = {  # (kind, control key): whether the control changes this head's weights for the query traced below
+    ("enc_self", "trace_hide"): True,
+    ("enc_self", "trace_window"): True,
+    ("enc_self", "trace_temp"): True,
+    ("cross", "trace_hide"): True,
+    ("cross", "trace_window"): True,  # the window is a rule of self-attention, but it changes the encoder memory
+    ("cross", "trace_temp"): True,
+    ("dec_self", "trace_window"): True,
+    ("dec_self", "trace_temp"): True,
+}
+
+
+@pytest.mark.parametrize(("kind", "control"), list(BITES))
+def test_each_what_if_control_shows_analyze_under_its_interventions(rev, kind, control):
+    """Issue 24: After equals ``analyze(..., iv)``'s row for the same settings, and differs from Before
+    where the control bites (here: everywhere, the window on cross-attention through the encoder memory it changes)."""
+    (widget, key, value), iv = next((c, iv) for c, iv in HEAD_CONTROLS.items() if c[1] == control)
+    at = open_page(kind=kind, layer=1, head=1, query=3)
+    before, _, _ = weights_and_scores(at)
+    getattr(at, widget)(key=key).set_value(list(value) if widget == "multiselect" else value).run()
+    ok(at)
+    after, _, _ = weights_and_scores(at)
+    want = getattr(analyze(rev.model, rev.tokenizer, SENTENCE, iv=iv).maps, kind)[0, 0, 3]
+    np.testing.assert_allclose(after, want[: len(after)], atol=1e-5)
+    assert abs(after.sum() - 1) < 1e-5
+    changed = before.shape != after.shape or not np.allclose(before, after, atol=1e-5)
+    assert changed == BITES[(kind, control)], f"{control} on {kind}: After {'≠' if changed else '='} Before"
