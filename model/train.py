@@ -21,7 +21,7 @@ import json
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import sacrebleu
@@ -30,11 +30,13 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from model.checkpoint import convert_legacy_state_dict, legacy_name, save_checkpoint
+from model.checkpoint import convert_legacy_state_dict, legacy_name, load_checkpoint, save_checkpoint
 from model.data import (
+    EntitySwapper,
     corpus_dir,
     default_data_dir,
     dev_split,
+    entity_pools,
     pad_batch,
     parse_corpus_spec,
     read_pairs,
@@ -74,14 +76,17 @@ def lr_at(step: int, peak: float, warmup: int, total: int, schedule: str, time_f
     return peak * 0.5 * (1 + math.cos(math.pi * frac))
 
 
-def encode_pairs(tok: Tokenizer, pairs, max_len: int) -> list[tuple[list[int], list[int]]]:
-    """(src ids + <eos>, <bos> + tgt ids + <eos>), dropping pairs longer than ``max_len``."""
+def encode_pairs(tok: Tokenizer, pairs, max_len: int, keep_slots: bool = False) -> list:
+    """(src ids + <eos>, <bos> + tgt ids + <eos>), dropping pairs longer than ``max_len``
+    (``keep_slots``: None in their place, so that example k is pair k)."""
     out = []
     for s, t in pairs:
         src = tok.encode(s)[: max_len - 1] + [tok.eos_id]
         tgt = [tok.bos_id] + tok.encode(t, target=True) + [tok.eos_id]
         if len(tgt) <= max_len:
             out.append((src, tgt))
+        elif keep_slots:
+            out.append(None)
     return out
 
 
@@ -252,6 +257,21 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="bfloat16 autocast for training (default: on where the CPU/GPU supports it)",
     )
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument(
+        "--init-from",
+        metavar="DIR",
+        help="start from this checkpoint's weights (a later training stage): its architecture, the vocabulary "
+        "rebuilt from this stage's data with embedding rows copied by cl100k piece, a fresh optimizer, "
+        "--warmup steps of warm-up and cosine decay to zero at the stage's --max-minutes",
+    )
+    ap.add_argument(
+        "--entity-swap",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="each epoch, replace the names, places and numbers a training pair shares verbatim on both sides "
+        "by random ones (Faker's names and cities, numbers of the same shape) with probability P (model.data)",
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--train-size", type=int, default=20000, help="reverse task: training pairs")
     return ap.parse_args(argv)
@@ -302,6 +322,51 @@ def epoch_examples(train_ex: list[list], weights: list[float], seed: int) -> lis
     return [train_ex[c][i] for c, i in weighted_mix([len(e) for e in train_ex], weights, seed)]
 
 
+EMBEDDINGS = ("src_emb.weight", "tgt_emb.weight", "generator.weight")
+
+
+@torch.no_grad()
+def copy_weights(src: Transformer, src_tok: Tokenizer, dst: Transformer, dst_tok: Tokenizer) -> int:
+    """Copy a trained model into a new one of the same architecture but another vocabulary.
+
+    Every weight is copied as it is, except the embedding and generator rows ``(V, D)``, which are
+    copied by piece: row i of ``dst`` gets the row of ``src`` for the same cl100k piece (the specials by
+    position); a piece ``src`` did not have keeps its fresh initialisation. Returns how many rows of
+    ``src_emb`` were copied. Raises ValueError if another weight differs in shape.
+    """
+    old_id = {c: i for i, c in enumerate(src_tok.cl100k_of) if c >= 0}
+    s_sd, d_sd = src.state_dict(), dst.state_dict()
+    copied = 0
+    for name, t in d_sd.items():
+        w = s_sd[name]
+        if name in EMBEDDINGS:
+            pairs = [(i, i if c < 0 else old_id.get(c)) for i, c in enumerate(dst_tok.cl100k_of[: t.shape[0]])]
+            pairs = [(i, o) for i, o in pairs if o is not None and o < w.shape[0]]
+            new_rows, old_rows = (torch.tensor(x, dtype=torch.long) for x in zip(*pairs, strict=True))
+            t[new_rows] = w[old_rows].to(t.dtype)
+            copied = max(copied, len(pairs)) if name == "src_emb.weight" else copied
+        elif w.shape != t.shape:
+            raise ValueError(f"--init-from: {name} has shape {tuple(w.shape)}, the new model {tuple(t.shape)}")
+        else:
+            t.copy_(w)
+    return copied
+
+
+def swapped_examples(tok: Tokenizer, train_ex: list[list], swappers: list[EntitySwapper], epoch: int, max_len: int) -> list[list]:
+    """The encoded training examples of each corpus for ``epoch``: ``train_ex`` (from ``encode_pairs``
+    over every pair of the corpus, so example k is pair k; pairs too long are ``None``) with this
+    epoch's entity swaps (``model.data.EntitySwapper``) encoded in place of the pairs they change."""
+    out = []
+    for c, ex in enumerate(train_ex):
+        ex = list(ex)
+        for k, pair in (swappers[c].swapped(epoch) if swappers else {}).items():
+            new = encode_pairs(tok, [pair], max_len)
+            if new and ex[k] is not None:
+                ex[k] = new[0]
+        out.append([e for e in ex if e is not None])
+    return out
+
+
 def main(argv=None) -> dict:
     a = parse_args(argv)
     from model.checkpoint import pick_device
@@ -319,6 +384,17 @@ def main(argv=None) -> dict:
     if a.val_limit:
         val_sets = [Corpus(c.name, c.pairs[: a.val_limit]) for c in val_sets]
     train_pairs = [p for c in train_sets for p in c.pairs]
+    swappers = []
+    if a.entity_swap > 0:
+        pools = entity_pools(seed=a.seed)
+        swappers = [EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed) for c in train_sets]
+        # the vocabulary also counts one epoch's swapped pairs, so that name pieces get target ids
+        train_pairs += [p for sw in swappers for p in sw.swapped(0).values()]
+    init = (
+        load_checkpoint(a.init_from, "cpu")
+        if a.init_from and not (a.resume and (out / "state" / "state.json").exists())
+        else None
+    )
     if a.resume and (out / "vocab.json").exists():
         tok = Tokenizer.load(out / "vocab.json")
     else:
@@ -341,12 +417,19 @@ def main(argv=None) -> dict:
         tie_embeddings=not a.no_tie,
         pos_encoding=a.pos_encoding,
     )
-    train_ex = [encode_pairs(tok, c.pairs, cfg.max_len) for c in train_sets]
+    if a.init_from:  # a later stage keeps the architecture of the stage it starts from
+        base = TransformerConfig.from_dict(json.loads((Path(a.init_from) / "config.json").read_text()))
+        cfg = replace(base, vocab_size=cfg.vocab_size, tgt_vocab_size=cfg.tgt_vocab_size, dropout=a.dropout)
+    train_ex = [encode_pairs(tok, c.pairs, cfg.max_len, keep_slots=True) for c in train_sets]
     corpus_weights = [c.weight for c in train_sets]
     val_sets = [Corpus(c.name, [p for p in c.pairs if encode_pairs(tok, [p], cfg.max_len)]) for c in val_sets]
     val_pairs = [p for c in val_sets for p in c.pairs]
     val_ex = encode_pairs(tok, val_pairs, cfg.max_len)
-    model = Transformer(cfg).to(device)
+    model = Transformer(cfg)
+    if init is not None:
+        n = copy_weights(init.model, init.tokenizer, model, tok)
+        print(f"initialised from {a.init_from} ({n} of {tok.vocab_size} embedding rows copied by piece)")
+    model = model.to(device)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW(
@@ -357,7 +440,13 @@ def main(argv=None) -> dict:
     )
     ema = {k: v.detach().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
     steps_per_epoch = sum(
-        1 for _ in token_batches(epoch_examples(train_ex, corpus_weights, 0), a.max_tokens, shuffle=True, seed=0)
+        1
+        for _ in token_batches(
+            epoch_examples(swapped_examples(tok, train_ex, [], 0, cfg.max_len), corpus_weights, 0),
+            a.max_tokens,
+            shuffle=True,
+            seed=0,
+        )
     )
     total_steps = steps_per_epoch * a.epochs
     meta = {"epoch": 0, "step": 0, "elapsed": 0.0, "best_bleu": -1.0, "best": None, "batch": 0}
@@ -384,7 +473,8 @@ def main(argv=None) -> dict:
             csv.writer(f).writerow(fields)
     print(
         f"{model.n_params() / 1e6:.2f}M parameters, vocab {tok.vocab_size} (target {tok.tgt_vocab_size}), "
-        + ", ".join(f"{c.name} {len(e)}x{c.weight:g}" for c, e in zip(train_sets, train_ex, strict=True))
+        + ", ".join(f"{c.name} {sum(x is not None for x in e)}x{c.weight:g}" for c, e in zip(train_sets, train_ex, strict=True))
+        + (f", entity swap p={a.entity_swap} on {sum(len(sw.entities) for sw in swappers)} pairs" if swappers else "")
         + f" train / {len(val_ex)} val pairs ({', '.join(c.name for c in val_sets)}), "
         f"{steps_per_epoch} steps/epoch, device {device}"
     )
@@ -396,7 +486,7 @@ def main(argv=None) -> dict:
     for epoch in range(meta["epoch"] + 1, a.epochs + 1):
         t0 = time.time()
         loss_sum, tok_sum, n_tok_epoch = 0.0, 0, 0
-        epoch_ex = epoch_examples(train_ex, corpus_weights, a.seed + epoch)
+        epoch_ex = epoch_examples(swapped_examples(tok, train_ex, swappers, epoch, cfg.max_len), corpus_weights, a.seed + epoch)
         batches = list(token_batches(epoch_ex, a.max_tokens, shuffle=True, seed=a.seed + epoch))
         bar = tqdm(batches, desc=f"epoch {epoch}/{a.epochs}", disable=a.quiet, mininterval=2.0, initial=skip)
         for b, idx in enumerate(batches[skip:], start=skip + 1):

@@ -226,3 +226,28 @@ def test_split_file_names_both_candidates(tmp_path):
     (tmp_path / "b.txt").write_text("1\n")
     with pytest.raises(ValueError, match="2 lines"):
         read_pairs(tmp_path / "a.txt", tmp_path / "b.txt")
+
+
+def test_init_from_copies_every_weight_and_the_embedding_rows_by_piece():
+    """A later training stage (``--init-from``) with a rebuilt vocabulary: every row of a piece both
+    vocabularies hold is the old model's row for that piece; every other weight is copied as it is."""
+    from model.train import copy_weights
+
+    old_tok = Tokenizer.build(["the dog runs", "a cat sleeps"] * 2, min_freq=1)
+    new_tok = Tokenizer.build(["Oluwaseun runs", "the dog sleeps", "Tampere"] * 2, min_freq=1)
+    cfg = dict(d_model=16, n_heads=2, d_ff=32, n_enc_layers=1, n_dec_layers=1, dropout=0.0, max_len=16)
+    torch.manual_seed(0)
+    old = Transformer(TransformerConfig(vocab_size=old_tok.vocab_size, **cfg))
+    new = Transformer(TransformerConfig(vocab_size=new_tok.vocab_size, **cfg))
+    n = copy_weights(old, old_tok, new, new_tok)
+    old_id = {c: i for i, c in enumerate(old_tok.cl100k_of)}
+    shared = [(i, old_id[c]) for i, c in enumerate(new_tok.cl100k_of) if c in old_id and c >= 0]
+    assert n == len(shared) + 3 and len(shared) > 256  # the bytes, and pieces like " dog"
+    for i, o in shared:
+        assert torch.equal(new.src_emb.weight[i], old.src_emb.weight[o])
+    assert torch.equal(new.src_emb.weight[:3], old.src_emb.weight[:3])  # <pad>, <bos>, <eos>
+    fresh = [i for i, c in enumerate(new_tok.cl100k_of) if c >= 0 and c not in old_id]
+    assert fresh and not any(torch.equal(new.src_emb.weight[i], old.src_emb.weight[i % old_tok.vocab_size]) for i in fresh)
+    for name, w in old.state_dict().items():
+        if "emb" not in name:
+            assert torch.equal(new.state_dict()[name], w), name

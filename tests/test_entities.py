@@ -1,0 +1,118 @@
+"""Entity substitution in training (model/data.py, issue 20): a name, place or number that a training pair
+shares verbatim is replaced by the same random one on both sides; a pair without one is never touched."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model.data import (
+    EntityPools,
+    EntitySwapper,
+    proper_nouns,
+    random_number_like,
+    shared_entities,
+    substitute_entities,
+)
+
+POOLS = EntityPools(first_names=("Amira", "Oluwaseun", "Zsófia"), last_names=("Kowalczyk",), cities=("Tampere", "Da Nang"))
+PAIRS = [
+    ("Tom is my friend.", "Tom ist mein Freund."),
+    ("I called Tom and Mary.", "Ich habe Tom und Mary angerufen."),
+    ("Mary lives in Boston.", "Maria wohnt in Boston."),
+    ("Tom's dog is 7 years old.", "Toms Hund ist 7 Jahre alt."),
+    ("The train leaves at 7:45.", "Der Zug fährt um 7:45 Uhr ab."),
+    ("I saw Tom in Boston.", "Ich habe Tom in Boston gesehen."),
+    ("I like apples.", "Ich mag Äpfel."),
+    ("The dog is big.", "Der Hund ist groß."),
+    ("Tom bought 3 books.", "Tom hat drei Bücher gekauft."),
+]
+NAMES = proper_nouns([s for s, _ in PAIRS], min_count=1)
+
+
+def test_proper_nouns_are_words_capitalised_inside_a_sentence_and_never_lower_case():
+    assert {"Tom", "Mary", "Boston"} <= NAMES
+    assert not {"I", "The", "Der", "Ich"} & NAMES
+    assert proper_nouns(["I saw Rose.", "I saw Rose.", "a rose is red"]) == frozenset()  # a common noun too
+    assert proper_nouns(["I saw Rose.", "I saw Rose.", "I saw Ann."]) == {"Rose"}  # seen twice by default
+
+
+def test_shared_entities_are_verbatim_on_both_sides_only():
+    assert shared_entities(*PAIRS[1], NAMES) == ["Tom", "Mary"]
+    assert shared_entities(*PAIRS[2], NAMES) == ["Boston"]  # Mary -> Maria is not verbatim: kept as it is
+    assert shared_entities(*PAIRS[3], NAMES) == ["Tom", "7"]  # the German genitive "Toms" counts
+    assert shared_entities(*PAIRS[4], NAMES) == ["7:45"]
+    assert shared_entities(*PAIRS[6], NAMES) == [] and shared_entities(*PAIRS[7], NAMES) == []
+    assert shared_entities(*PAIRS[8], NAMES) == ["Tom"]  # "3" is "drei" in German: not shared
+
+
+def test_a_pair_is_changed_consistently_on_both_sides():
+    one = EntityPools(("Oluwaseun",), ("Oluwaseun",), ("Oluwaseun",))  # every name becomes this one
+    for src, tgt in PAIRS:
+        ents = shared_entities(src, tgt, NAMES)
+        new_src, new_tgt = substitute_entities(src, tgt, ents, one, random.Random(0))
+        for e in (e for e in ents if not e[0].isdigit()):
+            src, tgt = src.replace(e, "Oluwaseun"), tgt.replace(e, "Oluwaseun")  # "Toms" -> "Oluwaseuns"
+        numbers = [e for e in ents if e[0].isdigit()]
+        if numbers:  # a random number of the same shape, the same on both sides
+            got_src = re.findall(r"\d+(?::\d+)?", new_src)
+            assert got_src == re.findall(r"\d+(?::\d+)?", new_tgt)
+            assert [re.sub(r"\d", "9", n) for n in got_src] == [re.sub(r"\d", "9", n) for n in numbers]
+            new_src, new_tgt = re.sub(r"\d", "9", new_src), re.sub(r"\d", "9", new_tgt)
+            src, tgt = re.sub(r"\d", "9", src), re.sub(r"\d", "9", tgt)
+        assert (new_src, new_tgt) == (src, tgt)
+    assert substitute_entities(*PAIRS[3], ["Tom", "7"], one, random.Random(1))[1].startswith("Oluwaseuns Hund")
+
+
+def test_a_pair_without_a_shared_entity_is_never_touched():
+    swapper = EntitySwapper(PAIRS, POOLS, p=1.0, seed=3)
+    for epoch in range(5):
+        changed = swapper.swapped(epoch)
+        assert 6 not in changed and 7 not in changed
+        assert set(changed) == {i for i, (s, t) in enumerate(PAIRS) if shared_entities(s, t, swapper_names(swapper))}
+    assert EntitySwapper(PAIRS, POOLS, p=0.0).swapped(0) == {}
+
+
+def swapper_names(swapper: EntitySwapper) -> frozenset[str]:
+    return proper_nouns(s for s, _ in swapper.pairs)
+
+
+def test_swaps_are_fresh_each_epoch_and_repeatable():
+    swapper = EntitySwapper(PAIRS * 20, POOLS, p=0.5, seed=1)
+    a, b = swapper.swapped(1), swapper.swapped(2)
+    assert a == swapper.swapped(1) and a != b
+    n = len(swapper.entities)
+    assert 0.25 * n < len(a) < 0.75 * n  # about half of the pairs with an entity, each epoch
+
+
+def test_probability_must_be_a_probability():
+    with pytest.raises(ValueError, match="probability"):
+        EntitySwapper(PAIRS, POOLS, p=1.5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.from_regex(r"[1-9][0-9]{0,3}|[0-9]{1,2}:[0-9]{2}|[1-9][0-9]{0,2}([.,][0-9]{1,3})?", fullmatch=True), st.integers(0, 999)
+)
+def test_random_numbers_keep_their_shape(number, seed):
+    new = random_number_like(number, random.Random(seed))
+    assert re.sub(r"\d", "9", new) == re.sub(r"\d", "9", number)  # same digits count, same separators
+    if len(number) > 1 and number[0] != "0" and number[1].isdigit():
+        assert new[0] != "0", "no new leading zero"
+    if number.isdigit() and int(number) >= 2:
+        assert int(new) >= 2  # "2 men" never becomes "1 men"
+
+
+def test_faker_pools_hold_names_of_many_locales_and_scripts():
+    pytest.importorskip("faker")
+    from model.data import entity_pools
+
+    pools = entity_pools(per_locale=40)
+    assert len(pools.first_names) > 500 and len(pools.cities) > 300
+    non_latin = [w for w in pools.first_names if not re.fullmatch(r"[\w' -]+", w, re.ASCII)]
+    assert non_latin, "names with letters beyond ASCII (accents and other scripts)"
+    assert any("\u0400" <= ch <= "\u04ff" for w in pools.first_names for ch in w), "Cyrillic names"
