@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 import torch
 
-from model.decoding import SamplingSettings, Step, beam_search, generate_steps, max_new_tokens, strip
+from model.decoding import Step, beam_search, generate_steps, max_new_tokens, strip
 from model.records import (
     Analysis,
     BeamTree,
     EncoderDistance,
     EncoderStates,
+    HeadTrace,
     KindMask,
     Maps,
     Source,
@@ -38,6 +39,7 @@ from model.records import (
     kind_masks,
     shift_right,
 )
+from model.settings import DecodeSettings
 from model.tokenizer import Tokenizer
 from model.transformer import NO_INTERVENTIONS, EncoderResult, Interventions, Transformer, TransformerConfig
 
@@ -70,30 +72,6 @@ __all__ = [  # the records are re-exported: ``from model.analysis import Maps`` 
 
 class InputError(ValueError):
     """Input the model cannot take (e.g. empty text); the message is meant for the user."""
-
-
-@dataclass(frozen=True)
-class DecodeSettings:
-    """How to translate: ``method`` "greedy", "beam" (``beam_size``, length penalty ``alpha``) or
-    "sample" (``temperature``, ``top_k``, ``top_p``, ``seed``); ``max_new`` caps output tokens."""
-
-    method: str = "greedy"
-    beam_size: int = 5
-    alpha: float = 1.5  # chosen on the dev mix (Multi30k val + Tatoeba dev) for pretrained/en-de, early_stop off
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-    max_new: int | None = None
-    early_stop: bool = False  # beam search: go on while a live hypothesis can still beat the finished ones
-
-    def __post_init__(self) -> None:
-        if self.method not in ("greedy", "beam", "sample"):
-            raise ValueError(f"method must be greedy, beam or sample, got {self.method!r}")
-
-    def sampling(self) -> SamplingSettings:
-        strategy = "sample" if self.method == "sample" else "greedy"
-        return SamplingSettings(strategy, self.temperature, self.top_k, self.top_p, self.seed)
 
 
 def prepare_source(tok: Tokenizer, text: str, max_len: int) -> Source:
@@ -451,7 +429,14 @@ def encoder_distance(model: Transformer, tok: Tokenizer, a: str, b: str) -> Enco
     )
 
 
-# One head's computation, step by step (the "Inside one head" page); defined in model/trace.py, which
-# calls analyze, so it is imported last.
-from model.trace import HeadTrace as HeadTrace  # noqa: E402
-from model.trace import head_trace as head_trace  # noqa: E402
+def __getattr__(name: str):
+    """``model.analysis.head_trace`` and ``HeadTrace``, the names the README gives, without an import circle:
+    ``model.trace`` (one head's computation, step by step) calls ``analyze``, so it imports this module, and
+    this module reaches it only when the name is asked for (PEP 562)."""
+    if name == "head_trace":
+        from model.trace import head_trace
+
+        return head_trace
+    if name == "HeadTrace":
+        return HeadTrace
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from model.records import BeamNode
+from model.settings import GREEDY, SamplingSettings
 from model.transformer import NO_INTERVENTIONS, EncoderResult, Interventions, LayerCache, Transformer
 
 
@@ -105,35 +107,6 @@ def greedy_batch(
 
 
 # -- the step API ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SamplingSettings:
-    """How the next token is chosen when not forced.
-
-    strategy: "greedy" (argmax) or "sample". For sampling: ``temperature`` divides the logits,
-    ``top_k`` keeps the k most probable tokens (0 = all), ``top_p`` keeps the smallest set whose
-    probability reaches p (nucleus sampling, Holtzman et al. 2020), ``seed`` makes it repeatable.
-    """
-
-    strategy: str = "greedy"
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.strategy not in ("greedy", "sample"):
-            raise ValueError(f"strategy must be 'greedy' or 'sample', got {self.strategy!r}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
-
-
-GREEDY = SamplingSettings()
 
 
 def filtered_probs(logits: Tensor, s: SamplingSettings) -> Tensor:
@@ -255,24 +228,6 @@ def decode_ids(model: Transformer, src_ids: Sequence[int], **kw) -> list[int]:
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016, eq. 14); alpha=0 turns it off."""
     return ((5 + length) / 6) ** alpha
-
-
-@dataclass
-class BeamNode:
-    """One hypothesis in the beam-search tree.
-
-    id / parent: node ids (parent -1 for the root <bos>); token: the compact id it appended;
-    step: its output position (0 for the first output token); logprob: cumulative log-probability
-    (natural log); score: logprob / length_penalty for finished hypotheses, else None.
-    """
-
-    id: int
-    parent: int
-    token: int
-    step: int
-    logprob: float
-    finished: bool = False
-    score: float | None = None
 
 
 @dataclass

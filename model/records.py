@@ -15,7 +15,8 @@ Records (``model.analysis`` builds them; ``viz/`` draws them; none holds a tenso
 
 - ``Source``, ``Maps`` (with the ``KindMask`` of each kind and the ``Stage`` list of the data flow),
   ``Analysis``: one translated input;
-- ``StepView``: one decoding step; ``BeamTree``: a beam search;
+- ``StepView``: one decoding step; ``BeamNode`` and ``BeamTree``: a beam search;
+- ``HeadTrace``: every number of one head's attention for one query (``model.trace.head_trace``);
 - ``EncoderStates`` / ``WordOrder``: the word-order demo of section 3.5;
 - ``EncoderDistance``: how far each source token's encoder output moved between two inputs;
 - ``AttentionView`` (every layer and head of one kind) and ``MapView`` (one map): what an attention
@@ -31,12 +32,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:  # a type name only: importing model.decoding would import torch
-    from model.decoding import BeamNode
 
 KINDS = ("enc_self", "dec_self", "cross")
 """The three kinds of attention: encoder self, decoder causal self, decoder cross-attention."""
@@ -318,9 +315,27 @@ class Maps:
     shapes: list[Stage] = field(default_factory=list)
 
 
+@dataclass
+class BeamNode:
+    """One hypothesis in the beam-search tree.
+
+    id / parent: node ids (parent -1 for the root <bos>); token: the compact id it appended;
+    step: its output position (0 for the first output token); logprob: cumulative log-probability
+    (natural log); score: logprob / length_penalty for finished hypotheses, else None.
+    """
+
+    id: int
+    parent: int
+    token: int
+    step: int
+    logprob: float
+    finished: bool = False
+    score: float | None = None
+
+
 @dataclass(frozen=True)
 class BeamTree:
-    """A beam search: every node of its tree (``model.decoding.BeamNode``: id, parent, token, step,
+    """A beam search: every node of its tree (``BeamNode``: id, parent, token, step,
     logprob, finished, score; a node's id is its index), ``texts[i]`` the piece text of node i, the
     node ids from the root to the best hypothesis's end, and the finished hypotheses, best first,
     as (text, score)."""
@@ -431,6 +446,99 @@ def trace_view(steps: Sequence[StepView], kind: str, src_tokens: list[str]) -> A
     return AttentionView(kind, attn, last.prefix_tokens, last.prefix_tokens, predicted, reasons, last.masks[kind].ablated)
 
 
+# -- inside one head -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HeadTrace:
+    """One head's computation for one query token (``model.trace.head_trace``). Arrays are float32 numpy.
+
+    D = d_model, Dh = d_head, H = n_heads, K = number of keys (S for enc_self and cross, T for dec_self).
+
+    What was traced:
+        kind: "enc_self", "dec_self" or "cross"; layer, head, query: 0-based, as in the arrays of ``Maps``.
+        d_head: Dh. temperature: tau of the interventions (1.0: the paper). norm_first: pre-LN (True) or
+        post-LN (False).
+        q_tokens: the tokens of every query row of this kind (source tokens, or decoder inputs
+        ``[<bos>, y_1 ..]``); ``q_tokens[query]`` is the traced one. predicted: for the decoder kinds the
+        token each row predicted (``shift_right``), else None. k_tokens: the K key tokens.
+
+    The numbers (section 3.1, 3.2.2, eq. 1):
+        resid ``(D,)``: the query's residual-stream row before the sub-layer (encoder/decoder layer input;
+            for cross-attention the decoder state after the self-attention sub-layer).
+        x ``(D,)``: the query's input row, what W^Q multiplies: LayerNorm(resid) in pre-LN, resid in post-LN.
+        kv_x ``(K, D)``: the rows keys and values are computed from (the layer's own inputs in
+            self-attention, the encoder memory in cross-attention).
+        q ``(Dh,)`` = x W^Q + b^Q, this head's slice; k, v ``(K, Dh)``: this head's keys and values.
+        scores ``(K,)`` = q · k_j; scaled ``(K,)`` = scores / (sqrt(Dh) * tau), finite everywhere.
+        mask ``(K,)`` bool: True where the key is hidden from this query; reasons ``(K,)`` int8: why
+            (``model.records`` codes VISIBLE, FUTURE, HIDDEN, WINDOW).
+        weights ``(K,)``: softmax of the unmasked scaled scores (0 on masked keys; all 0 when every key is
+            masked). For an ablated head these are what the head computed; the model reports them as 0.
+        head_out ``(Dh,)`` = weights @ v.
+        heads ``(H, Dh)``: every head's output for this query (head ``head`` is ``head_out``).
+        ablated_heads: heads of this layer and kind whose output is zeroed before W^O (interventions).
+        concat ``(D,)``: the heads side by side, ablated ones zeroed: what W^O multiplies.
+        attn_out ``(D,)`` = concat W^O + b^O: the sub-layer's output for this query, from the module's own call.
+        added ``(D,)`` = resid + attn_out: the residual connection.
+        normed ``(D,)``: LayerNorm(added). Post-LN: this sub-layer's own norm, whose output is the residual
+            stream after the sub-layer. Pre-LN: the residual stream stays ``added``, and ``normed`` is the
+            next sub-layer's norm of it (``norm_label`` names it).
+        norm_label: which LayerNorm gave ``normed``.
+    """
+
+    kind: str
+    layer: int
+    head: int
+    query: int
+    d_head: int
+    temperature: float
+    norm_first: bool
+    q_tokens: list[str]
+    k_tokens: list[str]
+    predicted: list[str] | None
+    resid: np.ndarray
+    x: np.ndarray
+    kv_x: np.ndarray
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    scores: np.ndarray
+    scaled: np.ndarray
+    mask: np.ndarray
+    reasons: np.ndarray
+    weights: np.ndarray
+    head_out: np.ndarray
+    heads: np.ndarray
+    ablated_heads: frozenset[int]
+    concat: np.ndarray
+    attn_out: np.ndarray
+    added: np.ndarray
+    normed: np.ndarray
+    norm_label: str
+
+    @property
+    def ablated(self) -> bool:
+        """Whether this head's output is zeroed before W^O (it still computes its weights)."""
+        return self.head in self.ablated_heads
+
+    @property
+    def n_heads(self) -> int:
+        return self.heads.shape[0]
+
+    @property
+    def masked(self) -> np.ndarray:
+        """``(K,)`` the input of the softmax: ``scaled`` with -inf on the masked keys."""
+        return np.where(self.mask, np.float32(-np.inf), self.scaled).astype(np.float32)
+
+    @property
+    def query_token(self) -> str:
+        return self.q_tokens[self.query]
+
+    @property
+    def why(self) -> list[str | None]:
+        """Per key: the hover text of its mask reason (``model.records.REASONS``), None for a visible key."""
+        return [None if r == VISIBLE else REASONS[int(r)] for r in self.reasons]
+
+
 # -- the word-order demo ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class EncoderStates:
@@ -483,3 +591,272 @@ class EncoderDistance:
     def unmatched_b(self) -> list[int]:
         """Tokens of B with no partner in A."""
         return sorted(set(range(len(self.b_tokens))) - {j for _, j in self.pairs})
+
+
+# -- attention rollout ------------------------------------------------------------------------------
+def rollout(enc_self, *, residual: float = 0.5) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema 2020, eq. in section 3): how much each position's state
+    after layer l draws on each input token, through every layer below.
+
+    Per layer, ``Â_l = r·I + (1 − r)·mean_h A_l`` (the residual connection as identity), rows
+    renormalised to sum to 1; then ``R_1 = Â_1`` and ``R_l = Â_l · R_{l−1}``. Returns every
+    ``R_l``: rows sum to 1. A row with no weight at all (every key hidden) keeps its own token.
+
+    Args:
+        enc_self: ``(L, H, S, S)`` self-attention (the decoder's ``(L, H, T, T)`` works too).
+        residual: r in [0, 1], the share kept by the residual stream (0.5 in the paper).
+
+    Returns:
+        ``(L, S, S)`` float32.
+
+    Raises:
+        ValueError: if the maps are not square ``(L, H, S, S)`` or r is outside [0, 1].
+    """
+    a = np.asarray(enc_self, dtype=np.float64)  # (L, H, S, S)
+    if a.ndim != 4 or a.shape[2] != a.shape[3] or 0 in a.shape:
+        raise ValueError(f"rollout needs square self-attention maps (L, H, S, S), got {a.shape}")
+    if not 0.0 <= residual <= 1.0:
+        raise ValueError(f"residual must be in [0, 1], got {residual}")
+    L, S = a.shape[0], a.shape[2]
+    eye = np.eye(S)
+    out = np.empty((L, S, S))
+    acc = eye
+    for l in range(L):
+        hat = residual * eye + (1 - residual) * a[l].mean(axis=0)  # (S, S)
+        s = hat.sum(axis=-1, keepdims=True)  # (S, 1)
+        hat = np.where(s > 0, hat / np.where(s > 0, s, 1.0), eye)
+        acc = hat @ acc  # (S, S): layer l composed with everything below
+        out[l] = acc
+    return out.astype(np.float32)
+
+
+# -- attention beside attribution (the /explain page) -----------------------------------------------
+ATTENTION, NORM, ROLLOUT, IG, GRAD_INPUT = "attention", "norm-weighted", "rollout", "integrated gradients", "gradient × input"
+METHODS = (ATTENTION, NORM, ROLLOUT, IG, GRAD_INPUT)
+"""The five ways ``Explanation.scores`` scores the source tokens for one output token, in the order they are drawn."""
+
+
+def spearman(a, b) -> float | None:
+    """Spearman's rank correlation ρ of two score vectors ``(n,)``: Pearson's r of their ranks, ties given their mean rank.
+
+    None when it is not defined: fewer than two scores, or a vector whose scores are all equal (nothing to rank).
+    """
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"spearman needs two 1-D vectors of one length, got {x.shape} and {y.shape}")
+    if x.size < 2:
+        return None
+    rx, ry = _ranks(x), _ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    den = float(np.sqrt((rx**2).sum() * (ry**2).sum()))
+    return None if den == 0 else float((rx * ry).sum() / den)
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 0 .. n-1 of ``x (n,)``, equal values sharing their mean rank."""
+    ranks = np.empty(x.size)
+    ranks[np.argsort(x, kind="mergesort")] = np.arange(x.size)
+    _, group = np.unique(x, return_inverse=True)  # (n,) which distinct value each is
+    return (np.bincount(group, ranks) / np.bincount(group))[group]
+
+
+def _strength(rho: float) -> str:
+    if rho >= 0.7:
+        return "rank the source words much alike"
+    if rho >= 0.3:
+        return "rank them somewhat alike"
+    if rho > -0.3:
+        return "hardly rank them alike"
+    return "rank them in nearly opposite order"
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How two methods of ``METHODS`` rank the visible source tokens for one output token.
+
+    rho: Spearman's ρ over the visible source tokens (None: not defined, see ``sentence``); top_a, top_b: the
+    position each method scores highest; sentence: the comparison in plain words.
+    """
+
+    a: str
+    b: str
+    rho: float | None
+    top_a: int | None
+    top_b: int | None
+    sentence: str
+
+
+@dataclass(frozen=True)
+class IGPart:
+    """Integrated Gradients along one segment of the path (``model.attribution.ig_part``): ig ``(S,)`` per source token
+    (nats), the Gauss-Legendre steps it took, and the objective at the segment's two ends."""
+
+    ig: np.ndarray
+    steps: int
+    f_start: float
+    f_end: float
+
+
+@dataclass(frozen=True)
+class IGResult:
+    """Integrated Gradients (Sundararajan et al. 2017) of one objective with respect to each source token's embedding,
+    summed over its d_model dimensions: ig ``(S,)`` in nats, from ``steps`` Gauss-Legendre steps.
+
+    f_input, f_baseline: the objective at the input and at the all-zero embedding baseline. Completeness (the paper's
+    proposition 1) says ``ig.sum() == f_input - f_baseline``; ``error`` is the difference the quadrature leaves.
+    """
+
+    ig: np.ndarray
+    steps: int
+    f_input: float
+    f_baseline: float
+
+    @property
+    def error(self) -> float:
+        """``ig.sum() − (f_input − f_baseline)``, nats."""
+        return float(self.ig.sum(dtype=np.float64)) - (self.f_input - self.f_baseline)
+
+    @property
+    def relative_error(self) -> float:
+        """``|error| / |f_input − f_baseline|`` (0 when both are 0, e.g. with every source token hidden)."""
+        gap = abs(self.f_input - self.f_baseline)
+        return abs(self.error) / gap if gap > 0 else (0.0 if abs(self.error) < 1e-6 else float("inf"))
+
+    @classmethod
+    def total(cls, parts: Sequence[IGPart]) -> IGResult:
+        """The whole path from its segments in order (baseline first): attributions add up, the ends are the first
+        segment's start and the last one's end. Raises ValueError for no parts."""
+        if not parts:
+            raise ValueError("IGResult.total needs at least one IGPart")
+        ig = np.sum([p.ig for p in parts], axis=0, dtype=np.float64).astype(np.float32)  # (S,)
+        return cls(ig, sum(p.steps for p in parts), parts[-1].f_end, parts[0].f_start)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why the decoder wrote one output token: five views of the source tokens from the same translation and interventions.
+
+    The token is ``target``, written at decoder row ``position`` (the query at ``prefix_tokens[-1]``, teacher-forced on
+    the shown translation; ``model.attribution.explain``). L decoder layers, H heads, S source tokens. Arrays float32.
+
+    src_tokens (S); hidden ``(S,)`` bool: source tokens the interventions hide (no query reads them).
+    candidates: the step's most probable tokens as (piece, compact id, probability), best first.
+    target, target_id, target_logprob: the explained token and log p(target) (nats); contrast, contrast_id,
+    contrast_logprob: the alternative y′ of contrastive mode, or None.
+    attn ``(L, H, S)``: the cross-attention weights α of row ``position`` (Vaswani et al. 2017, eq. 1); 0 for ablated heads.
+    value_norm ``(L, H, S)``: ‖f^h(x_j)‖ = ‖(x_j W^V + b^V)_h W^O_h‖, the length of what token j would add through head h
+        at weight 1 (Kobayashi et al. 2020, eq. 5), in the units of the d_model-vectors of the residual stream.
+    norm_heads ``(L, H, S)``: ‖α_j f^h(x_j)‖ = α_j · ‖f^h(x_j)‖, head by head; norm_sum ``(L, S)``: ‖Σ_h α^h_j f^h(x_j)‖,
+        the length of token j's share of the sub-layer's output (Kobayashi et al. 2020, section 3).
+    rollout ``(L, S)``: the layer's mean cross-attention row times the encoder's attention rollout (Abnar & Zuidema
+        2020): through the encoder's self-attention back to the input tokens. Rows sum to 1 (0 with every token hidden).
+    objective: what the gradients explain, "log p(y)" or "log p(y) − log p(y′)" (nats).
+    ig: ``IGResult``, Integrated Gradients of the objective with respect to each source token's embedding (× √d_model,
+        before the positional encoding) from an all-zero embedding baseline (the word removed, its position kept);
+        None until computed (the page computes them on request).
+    grad_input ``(S,)``: gradient × input (Shrikumar et al. 2016) of the objective, summed over dimensions; nats.
+    ablated: cross-attention (layer, head) pairs switched off, 0-based.
+    """
+
+    src_tokens: list[str]
+    hidden: np.ndarray
+    position: int
+    prefix_tokens: list[str]
+    candidates: list[tuple[str, int, float]]
+    target: str
+    target_id: int
+    target_logprob: float
+    contrast: str | None
+    contrast_id: int | None
+    contrast_logprob: float | None
+    attn: np.ndarray
+    value_norm: np.ndarray
+    norm_heads: np.ndarray
+    norm_sum: np.ndarray
+    rollout: np.ndarray
+    objective: str
+    ig: IGResult | None
+    grad_input: np.ndarray
+    ablated: frozenset[tuple[int, int]] = frozenset()
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The ``METHODS`` this explanation has scores for (all but Integrated Gradients until they are computed)."""
+        return METHODS if self.ig is not None else tuple(m for m in METHODS if m != IG)
+
+    def scores(self, layer: int, head: int | None = None) -> dict[str, np.ndarray]:
+        """Each method's ``(S,)`` scores, by the names of ``self.methods``, for the cross-attention of ``layer`` and ``head``
+        (0-based; head None: the mean over the heads still on for attention, the sum over heads for norm-weighted).
+
+        Rollout is the layer's head mean through the encoder, whatever the head; the gradients do not depend on either.
+        Raises ValueError for a layer or head out of range.
+        """
+        L, H = self.attn.shape[:2]
+        if not 0 <= layer < L or not (head is None or 0 <= head < H):
+            raise ValueError(f"(layer {layer}, head {head}) is out of range for {L} layers x {H} heads (count from 0)")
+        if head is None:
+            attn, norm = head_average(self.attn[:, :, None, :], layer)[0], self.norm_sum[layer]  # (S,) each
+        else:
+            attn, norm = self.attn[layer, head], self.norm_heads[layer, head]
+        out = {ATTENTION: attn, NORM: norm, ROLLOUT: self.rollout[layer], GRAD_INPUT: self.grad_input}
+        if self.ig is not None:
+            out[IG] = self.ig.ig
+        return {m: out[m] for m in METHODS if m in out}
+
+    def agreement(self, layer: int, head: int | None = None) -> list[Agreement]:
+        """Every pair of ``self.methods`` (10 pairs; 6 before Integrated Gradients are computed), compared over the visible source tokens by magnitude: a token that pushes
+        the objective down matters as much as one that pushes it up, so gradient scores are ranked by |score|."""
+        s = {name: np.abs(v) for name, v in self.scores(layer, head).items()}
+        seen = np.flatnonzero(~self.hidden)  # (S_visible,)
+        out = []
+        for i, a in enumerate(self.methods):
+            for b in self.methods[i + 1 :]:
+                out.append(self._agree(a, b, s[a][seen], s[b][seen], seen))
+        return out
+
+    def word(self, j: int) -> str:
+        """Source token j in quotes, its leading space dropped: ‘dog’."""
+        return f"‘{self.src_tokens[j].strip() or self.src_tokens[j]}’"
+
+    def _agree(self, a: str, b: str, x: np.ndarray, y: np.ndarray, seen: np.ndarray) -> Agreement:
+        pair = f"{a[0].upper()}{a[1:]} and {b}"
+        if seen.size < 2:
+            return Agreement(a, b, None, None, None, f"{pair}: nothing to rank, fewer than two source tokens are visible.")
+        rho = spearman(x, y)
+        flat = [name for name, v in ((a, x), (b, y)) if np.ptp(v) == 0]
+        if rho is None:
+            return Agreement(a, b, None, None, None, f"{pair}: {' and '.join(flat)} gives every visible token the same score.")
+        ta, tb = int(seen[np.argmax(x)]), int(seen[np.argmax(y)])
+        if ta == tb:
+            top = f"agree on the top word, {self.word(ta)},"
+        else:
+            top = f"disagree on the top word ({a}: {self.word(ta)}, {b}: {self.word(tb)}),"
+        return Agreement(a, b, rho, ta, tb, f"{pair} {top} and {_strength(rho)} (ρ = {rho:+.2f}).")
+
+
+@dataclass(frozen=True)
+class LayerLens:
+    """Which words each layer would write (``model.attribution.layer_lens``), for one translation under its interventions.
+
+    Logit lens (nostalgebraist 2020) on the decoder, teacher-forced on the shown translation: row ``i`` of the arrays is
+    ``dec_names[i]`` ("embeddings", "layer 1" .. "layer L_dec"), that state put through the final LayerNorm (where the
+    model has one) and the generator. Column t is decoder row t (``tgt_in_tokens[t]`` → ``tgt_out_tokens[t]``).
+        top_tokens ``[L_dec + 1][T]``: the most probable piece; top_probs ``(L_dec + 1, T)`` its probability;
+        target_probs ``(L_dec + 1, T)``: the probability of the piece the model wrote there. The last row is the
+        model's own distribution.
+    DecoderLens (Langedijk et al. 2023): ``enc_names[k]`` ("embeddings", "layer 1" .. "layer L_enc"); the decoder reads
+    encoder layer k's output (through the encoder's final LayerNorm) instead of the last, and decodes greedily:
+        lens_tokens ``[L_enc + 1][n_k]``: the pieces written (without <eos>); lens_texts: their text; lens_finished:
+        whether each ended with <eos>. The last is the model's own greedy translation.
+    """
+
+    tgt_in_tokens: list[str]
+    tgt_out_tokens: list[str]
+    dec_names: list[str]
+    top_tokens: list[list[str]]
+    top_probs: np.ndarray
+    target_probs: np.ndarray
+    enc_names: list[str]
+    lens_tokens: list[list[str]]
+    lens_texts: list[str]
+    lens_finished: list[bool]

@@ -23,20 +23,19 @@ weights, for one query token:
 
 ``nn.Linear`` layers carry a bias (the paper writes the projections without one), so ``q``, ``k``,
 ``v`` and ``attn_out`` include it. Everything is returned as float32 numpy in a ``HeadTrace``: no
-tensor, no model, so the app can cache it and ``viz.head`` can draw it.
+tensor, no model (the record lives in ``model.records``), so the app can cache it and ``viz.head`` can draw it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from model.records import KINDS, REASONS, VISIBLE, shift_right
+from model.analysis import DecodeSettings, analyze
+from model.records import KINDS, VISIBLE, HeadTrace, shift_right
 from model.tokenizer import Tokenizer
 from model.transformer import (
     NO_INTERVENTIONS,
@@ -48,102 +47,7 @@ from model.transformer import (
     band,
 )
 
-if TYPE_CHECKING:  # a type name only: model.analysis imports this module (it re-exports head_trace)
-    from model.analysis import DecodeSettings
-
 __all__ = ["HeadTrace", "head_trace"]
-
-
-@dataclass(frozen=True)
-class HeadTrace:
-    """One head's computation for one query token (``model.analysis.head_trace``). Arrays are float32 numpy.
-
-    D = d_model, Dh = d_head, H = n_heads, K = number of keys (S for enc_self and cross, T for dec_self).
-
-    What was traced:
-        kind: "enc_self", "dec_self" or "cross"; layer, head, query: 0-based, as in the arrays of ``Maps``.
-        d_head: Dh. temperature: tau of the interventions (1.0: the paper). norm_first: pre-LN (True) or
-        post-LN (False).
-        q_tokens: the tokens of every query row of this kind (source tokens, or decoder inputs
-        ``[<bos>, y_1 ..]``); ``q_tokens[query]`` is the traced one. predicted: for the decoder kinds the
-        token each row predicted (``shift_right``), else None. k_tokens: the K key tokens.
-
-    The numbers (section 3.1, 3.2.2, eq. 1):
-        resid ``(D,)``: the query's residual-stream row before the sub-layer (encoder/decoder layer input;
-            for cross-attention the decoder state after the self-attention sub-layer).
-        x ``(D,)``: the query's input row, what W^Q multiplies: LayerNorm(resid) in pre-LN, resid in post-LN.
-        kv_x ``(K, D)``: the rows keys and values are computed from (the layer's own inputs in
-            self-attention, the encoder memory in cross-attention).
-        q ``(Dh,)`` = x W^Q + b^Q, this head's slice; k, v ``(K, Dh)``: this head's keys and values.
-        scores ``(K,)`` = q · k_j; scaled ``(K,)`` = scores / (sqrt(Dh) * tau), finite everywhere.
-        mask ``(K,)`` bool: True where the key is hidden from this query; reasons ``(K,)`` int8: why
-            (``model.records`` codes VISIBLE, FUTURE, HIDDEN, WINDOW).
-        weights ``(K,)``: softmax of the unmasked scaled scores (0 on masked keys; all 0 when every key is
-            masked). For an ablated head these are what the head computed; the model reports them as 0.
-        head_out ``(Dh,)`` = weights @ v.
-        heads ``(H, Dh)``: every head's output for this query (head ``head`` is ``head_out``).
-        ablated_heads: heads of this layer and kind whose output is zeroed before W^O (interventions).
-        concat ``(D,)``: the heads side by side, ablated ones zeroed: what W^O multiplies.
-        attn_out ``(D,)`` = concat W^O + b^O: the sub-layer's output for this query, from the module's own call.
-        added ``(D,)`` = resid + attn_out: the residual connection.
-        normed ``(D,)``: LayerNorm(added). Post-LN: this sub-layer's own norm, whose output is the residual
-            stream after the sub-layer. Pre-LN: the residual stream stays ``added``, and ``normed`` is the
-            next sub-layer's norm of it (``norm_label`` names it).
-        norm_label: which LayerNorm gave ``normed``.
-    """
-
-    kind: str
-    layer: int
-    head: int
-    query: int
-    d_head: int
-    temperature: float
-    norm_first: bool
-    q_tokens: list[str]
-    k_tokens: list[str]
-    predicted: list[str] | None
-    resid: np.ndarray
-    x: np.ndarray
-    kv_x: np.ndarray
-    q: np.ndarray
-    k: np.ndarray
-    v: np.ndarray
-    scores: np.ndarray
-    scaled: np.ndarray
-    mask: np.ndarray
-    reasons: np.ndarray
-    weights: np.ndarray
-    head_out: np.ndarray
-    heads: np.ndarray
-    ablated_heads: frozenset[int]
-    concat: np.ndarray
-    attn_out: np.ndarray
-    added: np.ndarray
-    normed: np.ndarray
-    norm_label: str
-
-    @property
-    def ablated(self) -> bool:
-        """Whether this head's output is zeroed before W^O (it still computes its weights)."""
-        return self.head in self.ablated_heads
-
-    @property
-    def n_heads(self) -> int:
-        return self.heads.shape[0]
-
-    @property
-    def masked(self) -> np.ndarray:
-        """``(K,)`` the input of the softmax: ``scaled`` with -inf on the masked keys."""
-        return np.where(self.mask, np.float32(-np.inf), self.scaled).astype(np.float32)
-
-    @property
-    def query_token(self) -> str:
-        return self.q_tokens[self.query]
-
-    @property
-    def why(self) -> list[str | None]:
-        """Per key: the hover text of its mask reason (``model.records.REASONS``), None for a visible key."""
-        return [None if r == VISIBLE else REASONS[int(r)] for r in self.reasons]
 
 
 def _np(t: Tensor) -> np.ndarray:
@@ -216,8 +120,6 @@ def head_trace(
         InputError: (``model.analysis``) for empty text.
         ValueError: for an unknown kind, or a layer, head or query out of range.
     """
-    from model.analysis import DecodeSettings, analyze  # here: model.analysis re-exports this module
-
     _check(kind, layer, head, model)
     a = analyze(model, tok, text, DecodeSettings() if settings is None else settings, iv)
     cfg, device = model.cfg, next(model.parameters()).device

@@ -34,7 +34,9 @@ from model.records import (
     StepView,
     WordOrder,
     cell_reasons,
+    rollout,
 )
+from model.stats import head_stats
 from viz.attention import attention_heatmap, attention_mosaic, difference_heatmap, mosaic_tile
 
 SRC = [" A", " dog", " jumps", " over", " a", " dog", ".", "<eos>"]  # " dog" twice on purpose
@@ -384,7 +386,7 @@ def test_difference_heatmap_is_after_minus_before_on_a_symmetric_scale():
             "same kind, queries and keys",
         ),
         (lambda: viz.step_attention(dirichlet(4, 8), SRC[:5], title="t"), "k_tokens has 5 tokens"),
-        (lambda: viz.rollout(dirichlet(2, 2, 3, 4)), "square"),
+        (lambda: rollout(dirichlet(2, 2, 3, 4)), "square"),
         (lambda: viz.pe_curves(np.zeros((10, 8)), [8]), r"dims \[8\] are out of range"),
         (lambda: viz.word_order_figure({"a_tokens": []}), "word_order_demo"),
         (lambda: viz.beam_tree(BeamTree([], [], [0], [])), "no nodes"),
@@ -431,7 +433,7 @@ def test_head_stats_on_hand_made_maps():
     enc = np.concatenate(
         [_one_head(identity), _one_head(uniform), _one_head(previous), np.zeros((1, 1, K, K), np.float32)], axis=1
     )
-    df = viz.head_stats(enc, None, None)
+    df = head_stats(enc, None, None)
     assert list(df.columns) == [
         "kind",
         "layer",
@@ -457,26 +459,26 @@ def test_head_stats_cross_uses_the_proportional_diagonal():
     T, S = 3, 5
     m = np.zeros((T, S))
     m[[0, 1, 2], [0, 2, 4]] = 1.0  # first word to first word, middle to middle, <eos> to <eos>
-    df = viz.head_stats(cross=_one_head(m))
+    df = head_stats(cross=_one_head(m))
     assert df.loc[0, "diagonal"] == pytest.approx(1) and df.loc[0, "mean_distance"] == pytest.approx(0)
     assert df.loc[0, "previous"] == 0
 
 
 def test_rollout_rows_sum_to_one_and_match_a_hand_computed_example():
-    roll = viz.rollout(dirichlet(3, 4, 6, 6), residual=0.5)
+    roll = rollout(dirichlet(3, 4, 6, 6), residual=0.5)
     assert roll.shape == (3, 6, 6)
     np.testing.assert_allclose(roll.sum(axis=-1), 1.0, rtol=1e-5)
     a1 = np.array([[1.0, 0.0], [0.5, 0.5]])
     a2 = np.array([[0.0, 1.0], [1.0, 0.0]])
     # Â1 = .5 I + .5 A1 = [[1, 0], [.25, .75]];  Â2 = [[.5, .5], [.5, .5]];  R2 = Â2 Â1
-    r = viz.rollout(np.stack([a1[None], a2[None]]), residual=0.5)
+    r = rollout(np.stack([a1[None], a2[None]]), residual=0.5)
     np.testing.assert_allclose(r[0], [[1.0, 0.0], [0.25, 0.75]])
     np.testing.assert_allclose(r[1], [[0.625, 0.375], [0.625, 0.375]])
-    np.testing.assert_allclose(viz.rollout(np.stack([a1[None], a2[None]]), residual=1.0)[1], np.eye(2))
+    np.testing.assert_allclose(rollout(np.stack([a1[None], a2[None]]), residual=1.0)[1], np.eye(2))
 
 
 def test_rollout_figure_tiles_every_layer():
-    roll = viz.rollout(dirichlet(3, 2, 5, 5))
+    roll = rollout(dirichlet(3, 2, 5, 5))
     fig = viz.rollout_figure(roll, SRC[:5])
     z, meta = z_of(fig.data[0]), fig.layout.meta
     for l in range(3):

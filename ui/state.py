@@ -32,11 +32,11 @@ from model.analysis import (
 )
 from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
 from model.limits import CallLimit
-from model.records import KINDS, WordOrder, shift_right
+from model.records import KINDS, WordOrder, rollout, shift_right
+from model.stats import head_stats
 from model.transformer import Interventions
 from model.worker import ModelWorker
 from ui import catalog, keys
-from viz import stats as vst
 
 MODELS_DIR = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", PRETRAINED))  # folders holding config.json
 MODEL_ORDER = ("en-de", "en-de-captions", "reverse")  # listed first, in this order; the first is the default
@@ -185,7 +185,7 @@ def positional_matrix(path: str, n: int) -> np.ndarray:
 def run_head_stats(path: str, text: str, settings: DecodeSettings) -> tuple[pd.DataFrame, np.ndarray]:
     """Per-head statistics table and the encoder's attention rollout ``(L, S, S)`` of one input."""
     m = run_analysis(path, text, settings).maps
-    return vst.head_stats(m.enc_self, m.dec_self, m.cross), vst.rollout(m.enc_self)
+    return head_stats(m.enc_self, m.dec_self, m.cross), rollout(m.enc_self)
 
 
 def analysis_json(a: Analysis) -> str:

@@ -13,7 +13,7 @@ Modules:
     attention   the layer × head mosaic (one trace), one head zoomed, before/after difference
     steps       next-token candidates, the new query's attention, the beam-search tree
     positional  the positional-encoding matrix, its waves, similarity, the word-order demo
-    stats       per-head statistics (DataFrame) and attention rollout
+    stats       what each per-head statistic means, and the attention-rollout figure (both computed in model/)
     compare     two inputs: how far each source token's encoder output moved
     shapes      the tensor shapes of one forward pass, as a table and a diagram
     export      CSV of a map, HTML of a figure
@@ -31,7 +31,7 @@ from viz.compare import distance_figure
 from viz.export import attention_csv, attention_frame, figure_html
 from viz.positional import pe_curves, pe_matrix, pe_similarity, wavelength, word_order_figure
 from viz.shapes import shapes_figure, shapes_table
-from viz.stats import COLUMN_HELP, head_stats, rollout, rollout_figure
+from viz.stats import COLUMN_HELP, rollout_figure
 from viz.steps import beam_tree, candidates_bar, step_attention
 from viz.tokens import display, row_labels
 
@@ -48,13 +48,11 @@ __all__ = [
     "distance_figure",
     "figure_html",
     "head_average",
-    "head_stats",
     "layer_average",
     "mosaic_tile",
     "pe_curves",
     "pe_matrix",
     "pe_similarity",
-    "rollout",
     "rollout_figure",
     "row_labels",
     "shapes_figure",

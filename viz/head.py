@@ -24,8 +24,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from model.records import KIND_NAMES, REASONS, VISIBLE
-from model.trace import HeadTrace
+from model.records import KIND_NAMES, REASONS, VISIBLE, HeadTrace
 from viz._common import (
     ATTENTION_COLORSCALE,
     MASK_COLORS,

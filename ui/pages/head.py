@@ -14,8 +14,9 @@ import math
 
 import streamlit as st
 
-from model.analysis import DecodeSettings, HeadTrace, head_trace
-from model.records import KIND_NAMES
+from model.records import KIND_NAMES, HeadTrace
+from model.settings import DecodeSettings
+from model.trace import head_trace
 from model.transformer import Interventions
 from ui import keys, state
 from ui.widgets import clamped_slider, md_escape, n_layers_of, show, table_height, url_radio

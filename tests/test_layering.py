@@ -1,0 +1,90 @@
+"""The layering the README promises (issue 22): every value that crosses into ``viz/`` is free of torch, and
+``model/`` has no import circle.
+
+- ``viz/`` draws records: importing it, ``model.records`` (the shared facts and records),
+  ``model.settings`` (the decoding settings) or ``model.stats`` (per-head statistics) must import
+  neither torch nor ``model.transformer``.
+- No module of ``model/`` imports, at module level (``if TYPE_CHECKING`` blocks included), a module
+  that imports it back, directly or through others. An import inside a function body runs on call,
+  not on import, and is the one way to reach a module that depends on this one.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCH_FREE = ["model.records", "model.settings", "model.stats", "viz"] + sorted(
+    f"viz.{p.stem}" for p in (ROOT / "viz").glob("*.py") if p.stem != "__init__"
+)
+
+
+@pytest.mark.parametrize("module", TORCH_FREE)
+def test_records_settings_and_viz_import_no_torch(module):
+    code = (
+        f"import sys, importlib; importlib.import_module({module!r}); "
+        "bad = sorted(m for m in ('torch', 'model.transformer', 'model.analysis', 'streamlit') if m in sys.modules); "
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"importing {module} imports {out}"
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """``model.*`` modules that ``path`` imports outside function bodies."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            if isinstance(child, ast.Import):
+                found.update(a.name for a in child.names if a.name.startswith("model."))
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                if child.module == "model":
+                    found.update(f"model.{a.name}" for a in child.names)
+                elif child.module.startswith("model."):
+                    found.add(child.module)
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` as a path ``[a, b, .., a]``, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def dfs(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := dfs(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := dfs(start)):
+            return cycle
+    return None
+
+
+def test_find_cycle_finds_a_circle_and_only_a_circle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_model_has_no_import_circle():
+    graph = {f"model.{p.stem}": module_level_imports(p) for p in (ROOT / "model").glob("*.py") if p.stem != "__init__"}
+    assert "model.decoding" in graph["model.analysis"], "the scan must see module-level imports"
+    assert (cycle := find_cycle(graph)) is None, "import circle: " + " -> ".join(cycle)
