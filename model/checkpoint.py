@@ -1,7 +1,9 @@
 """Checkpoints (safetensors weights + JSON config and vocabulary) and device choice.
 
 A checkpoint folder holds ``model.safetensors`` (fp16 by default), ``config.json`` (the
-``TransformerConfig``) and ``vocab.json`` (the tokenizer). Nothing is ever unpickled.
+``TransformerConfig``) and ``vocab.json`` (the tokenizer). Nothing is ever unpickled. A folder that also holds
+``source.spm`` and ``target.spm`` is an imported OPUS-MT model (``model.import_marian``): its ``vocab.json`` is
+Marian's, read by ``model.spm_tokenizer.SentencePieceTokenizer`` (``load_tokenizer`` picks the tokenizer).
 
 Weights saved before the LayerNorms of each layer got their own names (``encoder.0.sub_attn.norm.weight``,
 now ``encoder.0.self_attn_norm.weight``; see ``LEGACY_NAMES``) still load: ``load_checkpoint`` renames
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,7 +26,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from model.tokenizer import Tokenizer
+from model.spm_tokenizer import SentencePieceTokenizer
+from model.tokenizer import PieceTokenizer, Tokenizer
 from model.transformer import Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,8 +105,9 @@ def pick_device(name: str | None = None) -> torch.device:
     return torch.device("cpu")
 
 
-def save_checkpoint(model: Transformer, tok: Tokenizer, out_dir: str | Path, *, dtype=torch.float16) -> None:
-    """Write ``model.safetensors`` (tied weights stored once, in ``dtype``), ``config.json``, ``vocab.json``."""
+def save_checkpoint(model: Transformer, tok: PieceTokenizer, out_dir: str | Path, *, dtype=torch.float16) -> None:
+    """Write ``model.safetensors`` (tied weights stored once, in ``dtype``), ``config.json``, and the tokenizer
+    (``tok.save(out_dir / "vocab.json")``: vocab.json, and for a SentencePiece tokenizer source.spm, target.spm)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tensors, seen = {}, set()
@@ -123,9 +128,18 @@ class Loaded:
     """A model in eval mode on its device, its tokenizer and the folder it came from."""
 
     model: Transformer
-    tokenizer: Tokenizer
+    tokenizer: PieceTokenizer  # a Tokenizer, or a SentencePieceTokenizer for an imported model
     path: Path
     device: torch.device
+
+
+def load_tokenizer(folder: str | Path) -> PieceTokenizer:
+    """The tokenizer of a checkpoint folder: ``SentencePieceTokenizer`` if it holds ``source.spm`` (an imported
+    OPUS-MT model), else ``Tokenizer`` (tiktoken pieces). Errors as the two ``load`` methods raise them."""
+    p = Path(folder)
+    if (p / "source.spm").is_file():
+        return SentencePieceTokenizer.load(p / "vocab.json")
+    return Tokenizer.load(p / "vocab.json")
 
 
 class CheckpointError(ValueError):
@@ -166,9 +180,13 @@ def load_checkpoint(path: str | Path, device: str | torch.device | None = None) 
     except (OSError, ValueError, TypeError) as e:  # unreadable, not JSON (a ValueError), unknown or bad fields
         raise CheckpointError(f"config.json is not a valid model config ({e})", folder=p) from e
     try:
-        tok = Tokenizer.load(p / "vocab.json")
+        tok = load_tokenizer(p)
+    except ModuleNotFoundError as e:  # an imported model, and no sentencepiece here
+        raise CheckpointError(
+            f"its tokenizer needs the {e.name} package: pip install -r requirements-import.txt", folder=p
+        ) from e
     except (OSError, ValueError, TypeError) as e:
-        reason = str(e).replace(str(p / "vocab.json"), "vocab.json")  # Tokenizer.load names the file by its path
+        reason = str(e).replace(f"{p}{os.sep}", "")  # the loaders name files by their path: by their name here
         raise CheckpointError(f"vocab.json cannot be read ({reason})", folder=p) from e
     if tok.vocab_size != cfg.vocab_size:
         raise CheckpointError(f"vocab.json has {tok.vocab_size} tokens but config.json says {cfg.vocab_size}", folder=p)

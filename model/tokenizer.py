@@ -16,6 +16,9 @@ The first ``tgt_vocab_size`` compact ids are the *target vocabulary*: the specia
 the target-language pieces, which ``build`` puts first. The decoder reads and writes only those
 ids (``encode(text, target=True)`` spells any other piece with bytes), so the generator of
 pretrained/en-de scores 4,051 pieces instead of 11,490: fewer weights to read per decoding step.
+
+Imported OPUS-MT checkpoints use ``model.spm_tokenizer.SentencePieceTokenizer`` instead, with the same
+interface (``PieceTokenizer``); ``model.checkpoint.load_tokenizer`` picks the one a checkpoint folder holds.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 import tiktoken
 
@@ -60,11 +64,49 @@ def count_pieces(texts: Iterable[str]) -> Counter[int]:
 
 @dataclass(frozen=True)
 class Piece:
-    """One token of an encoded text: its display string, compact id and cl100k id (-1 for specials)."""
+    """One token of an encoded text: its display string, its model id, and ``origin_id``, its id in the vocabulary
+    the tokenizer cut it with (here the cl100k id; a SentencePiece id for imported models), -1 where it has none
+    (the specials)."""
 
     text: str
     id: int
-    cl100k_id: int
+    origin_id: int
+
+    @property
+    def cl100k_id(self) -> int:
+        """``origin_id`` under the name it has for this module's tokenizer, whose pieces are cl100k pieces."""
+        return self.origin_id
+
+
+class PieceTokenizer(Protocol):
+    """What the model code and the pages use of a tokenizer: ``Tokenizer`` (tiktoken pieces, this project's
+    models) and ``model.spm_tokenizer.SentencePieceTokenizer`` (imported OPUS-MT models) both provide it.
+
+    ``id_name`` / ``origin_id_name`` head the token table's columns of ``Piece.id`` and ``Piece.origin_id``;
+    ``pieces(ids, target=True)`` describes decoder-side ids (for a tokenizer whose two sides differ).
+    """
+
+    pad_id: int
+    bos_id: int
+    eos_id: int
+    id_name: str
+    origin_id_name: str
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def tgt_vocab_size(self) -> int: ...
+
+    def encode(self, text: str, target: bool = False) -> list[int]: ...
+
+    def decode(self, ids: Iterable[int]) -> str: ...
+
+    def piece_text(self, i: int) -> str: ...
+
+    def pieces(self, ids: Iterable[int], target: bool = False) -> list[Piece]: ...
+
+    def save(self, path: str | Path) -> None: ...
 
 
 class Tokenizer:
@@ -96,6 +138,8 @@ class Tokenizer:
         return len(self.cl100k_of)
 
     pad_id, bos_id, eos_id = PAD_ID, BOS_ID, EOS_ID
+    id_name = "compact id"  # the token table's column of model ids
+    origin_id_name = "cl100k id"  # ... and of ``Piece.origin_id``
 
     # -- building and saving -------------------------------------------------------------
     @classmethod
@@ -182,6 +226,6 @@ class Tokenizer:
         except UnicodeDecodeError:
             return "".join(f"<0x{x:02X}>" for x in b)
 
-    def pieces(self, ids: Iterable[int]) -> list[Piece]:
-        """Each id as a ``Piece`` (display text, compact id, cl100k id)."""
+    def pieces(self, ids: Iterable[int], target: bool = False) -> list[Piece]:
+        """Each id as a ``Piece`` (display text, compact id, cl100k id); both sides use the same pieces (``target``)."""
         return [Piece(self.piece_text(i), i, self.cl100k_of[i]) for i in ids]

@@ -2,16 +2,23 @@
 
 Written from scratch in torch to be read by a student, one module per idea of the paper:
 
-    TransformerConfig      the hyper-parameters (Table 3 of the paper names them)
+    TransformerConfig      the hyper-parameters (Table 3 of the paper names them), and the few choices where
+                           other implementations differ from the paper (feed-forward activation, embedding
+                           scale, sinusoid layout, generator bias), so that their weights run here unchanged
     Interventions          mask / head / temperature tweaks, passed to ``forward`` as arguments
     sinusoidal_encoding    section 3.5, the positional-encoding formula
     MultiHeadAttention     section 3.2.2, eq. (1) scaled dot-product attention, h heads
-    FeedForward            section 3.3, eq. (2) FFN(x) = max(0, x W1 + b1) W2 + b2
+    FeedForward            section 3.3, eq. (2) FFN(x) = max(0, x W1 + b1) W2 + b2 (or GELU / swish in place of max)
     SubLayerNorm           section 3.1, the LayerNorm of "Add & Norm", before (pre-LN) or after (post-LN)
     EncoderLayer / DecoderLayer   section 3.1, Figure 1: sub-layers, each with residual + LayerNorm
     LayerCache             the keys/values a decoder layer hands from one decoding step to the next
     Transformer            embeddings x sqrt(d_model) + PE, N encoder and N decoder layers, and
                            the linear + softmax generator (section 3.4)
+
+Two sources of weights run in this one implementation: checkpoints trained by ``model.train`` (the defaults
+of ``TransformerConfig``) and OPUS-MT / MarianMT checkpoints converted by ``model.import_marian``, whose config
+sets ``activation="swish"``, ``pe_layout="halves"``, ``generator_bias=True`` and ``norm_first=False`` (see
+``TransformerConfig`` for where each comes from in Hugging Face's ``modeling_marian.py``).
 
 The model is stateless at inference: attention weights and intermediates are *returned* from
 ``forward`` (in ``EncoderResult`` / ``DecoderResult`` / ``ForwardResult``), never stored on a
@@ -33,12 +40,32 @@ from torch import Tensor, nn
 
 from model.records import KINDS, key_allowed
 
+ACTIVATIONS = ("relu", "gelu", "swish")
+"""Feed-forward nonlinearities ``TransformerConfig.activation`` may name (``FeedForward`` says what each computes)."""
+PE_LAYOUTS = ("interleaved", "halves")
+"""Column layouts of the sinusoidal encoding ``TransformerConfig.pe_layout`` may name (``sinusoidal_encoding``)."""
+
 
 @dataclass(frozen=True)
 class TransformerConfig:
     """Hyper-parameters of one encoder-decoder model (saved as ``config.json``).
 
-    Defaults are the "base" names of the paper's Table 3 scaled down for a 2-core CPU.
+    Defaults are the "base" names of the paper's Table 3 scaled down for a 2-core CPU. The last four fields
+    (``activation``, ``scale_embedding``, ``pe_layout``, ``generator_bias``) default to this project's own
+    models, the paper's choices; a checkpoint written before they existed loads unchanged. Their other values
+    are what an OPUS-MT model needs (``model.import_marian``), each checked against Hugging Face transformers'
+    ``models/marian/modeling_marian.py`` (version 5.23):
+
+    - ``activation="swish"`` (or ``"gelu"``): ``MarianEncoderLayer`` / ``MarianDecoderLayer`` compute
+      ``fc2(ACT2FN[config.activation_function](fc1(x)))``; OPUS-MT models say ``"swish"`` (``nn.SiLU``).
+    - ``scale_embedding``: ``MarianEncoder`` / ``MarianDecoder`` multiply token embeddings by
+      ``embed_scale = sqrt(d_model) if config.scale_embedding else 1.0`` (True in every OPUS-MT config).
+    - ``pe_layout="halves"``: ``MarianSinusoidalPositionalEmbedding.create_weight`` puts the sines in the first
+      half of the dimensions and the cosines in the second ("features are not interleaved").
+    - ``generator_bias``: ``MarianMTModel.forward`` returns ``lm_head(h) + final_logits_bias``.
+    - ``norm_first=False``: Marian's layers are post-LN (``residual + sublayer``, then the LayerNorm) and
+      neither stack has a final LayerNorm, which is what post-LN means here too (``Transformer``).
+    - ``bos_id = pad_id``: Marian starts the decoder with ``decoder_start_token_id``, which is the pad id.
     """
 
     vocab_size: int  # V: shared source/target vocabulary (compact ids of model.tokenizer)
@@ -56,12 +83,22 @@ class TransformerConfig:
     bos_id: int = 1
     eos_id: int = 2
     tgt_vocab_size: int | None = None  # V_tgt: the generator scores compact ids 0 .. V_tgt - 1 (None: all V)
+    activation: str = "relu"  # feed-forward nonlinearity, one of ACTIVATIONS: "relu" is eq. (2)'s max(0, .)
+    scale_embedding: bool = True  # token embeddings x sqrt(d_model) (section 3.4); False: as they are
+    pe_layout: str = "interleaved"  # sinusoid columns, one of PE_LAYOUTS: "interleaved" is section 3.5
+    generator_bias: bool = False  # a learned (V_tgt,) bias added to the logits (Marian's final_logits_bias)
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.pos_encoding not in ("sinusoidal", "learned"):
             raise ValueError(f"pos_encoding must be 'sinusoidal' or 'learned', got {self.pos_encoding!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        if self.pe_layout not in PE_LAYOUTS:
+            raise ValueError(f"pe_layout must be one of {PE_LAYOUTS}, got {self.pe_layout!r}")
+        if self.pe_layout == "halves" and self.d_model % 2:
+            raise ValueError(f"pe_layout 'halves' needs an even d_model, got {self.d_model}")
         v_tgt = self.tgt_vocab_size
         if v_tgt is not None and not max(self.pad_id, self.bos_id, self.eos_id) < v_tgt <= self.vocab_size:
             raise ValueError(f"tgt_vocab_size={v_tgt} must hold the specials and be at most vocab_size={self.vocab_size}")
@@ -136,12 +173,29 @@ class Interventions:
 NO_INTERVENTIONS = Interventions()
 
 
-def sinusoidal_encoding(max_len: int, d_model: int) -> Tensor:
-    """Positional encoding of section 3.5, shape ``(max_len, d_model)``.
+def sinusoidal_encoding(max_len: int, d_model: int, layout: str = "interleaved") -> Tensor:
+    """Positional encoding of section 3.5, shape ``(max_len, d_model)`` float32.
 
-    PE[pos, 2i] = sin(pos / 10000^(2i / d_model)),  PE[pos, 2i+1] = cos(pos / 10000^(2i / d_model)).
-    The wavelength of dimension pair i is 2*pi * 10000^(2i / d_model) positions.
+    ``layout="interleaved"`` (the paper, and this project's models):
+        PE[pos, 2i] = sin(pos / 10000^(2i / d_model)),  PE[pos, 2i+1] = cos(pos / 10000^(2i / d_model)).
+    ``layout="halves"`` (Hugging Face ``MarianSinusoidalPositionalEmbedding.create_weight``, OPUS-MT models):
+        PE[pos, i] = sin(pos / 10000^(2i / d_model)),  PE[pos, D/2 + i] = cos(pos / 10000^(2i / d_model)),
+        i = 0 .. D/2 - 1; the same waves, the cosines moved after the sines. Computed in float64 and rounded to
+        float32, as Marian's numpy code does, so the imported model adds exactly the vectors the original adds.
+    The wavelength of wave i is 2*pi * 10000^(2i / d_model) positions.
+
+    Raises:
+        ValueError: for another ``layout``, or "halves" with an odd ``d_model``.
     """
+    if layout == "halves":
+        if d_model % 2:
+            raise ValueError(f"layout 'halves' needs an even d_model, got {d_model}")
+        pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+        two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (D/2,)
+        angle = pos / torch.pow(10000.0, two_i / d_model)  # (max_len, D/2)
+        return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).float()  # (max_len, D/2 + D/2)
+    if layout != "interleaved":
+        raise ValueError(f"layout must be one of {PE_LAYOUTS}, got {layout!r}")
     pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float32)  # (D/2,)
     angle = pos / torch.pow(10000.0, two_i / d_model)  # (max_len, D/2)
@@ -281,19 +335,32 @@ class MultiHeadAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward network, eq. (2): FFN(x) = max(0, x W1 + b1) W2 + b2."""
+    """Position-wise feed-forward network, eq. (2): FFN(x) = act(x W1 + b1) W2 + b2.
+
+    ``cfg.activation`` picks act: "relu" max(0, z) (eq. 2); "gelu" z * Phi(z) with the exact normal CDF
+    (Hendrycks & Gimpel 2016; ``torch.nn.functional.gelu``, Hugging Face's ``ACT2FN["gelu"]``); "swish"
+    z * sigmoid(z) (Ramachandran et al. 2017; ``F.silu``, ``ACT2FN["swish"]``, what OPUS-MT models use).
+    """
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.w_1 = nn.Linear(cfg.d_model, cfg.d_ff)
         self.w_2 = nn.Linear(cfg.d_ff, cfg.d_model)
         self.dropout = nn.Dropout(cfg.dropout)
+        self.activation = cfg.activation
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, T, D) -> (B, T, D)``."""
-        # (B, T, F). Without autograd, ReLU runs in place: no second (B, T, F) buffer to allocate and fill
+        # (B, T, F). Without autograd, the activation runs in place: no second (B, T, F) buffer to allocate and fill
         # (6 % of a batched forward). With autograd, in place on linear's output view would cost more than it saves.
-        h = F.relu(self.w_1(x), inplace=not torch.is_grad_enabled())
+        inplace = not torch.is_grad_enabled()
+        z = self.w_1(x)
+        if self.activation == "relu":
+            h = F.relu(z, inplace=inplace)
+        elif self.activation == "swish":
+            h = F.silu(z, inplace=inplace)
+        else:  # "gelu": torch has no in-place GELU
+            h = F.gelu(z)
         return self.w_2(self.dropout(h))
 
 
@@ -517,15 +584,19 @@ class Transformer(nn.Module):
         self.src_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.tgt_emb = self.src_emb if cfg.tie_embeddings else nn.Embedding(cfg.vocab_size, cfg.d_model)
         if cfg.pos_encoding == "sinusoidal":
-            self.register_buffer("pe", sinusoidal_encoding(cfg.max_len, cfg.d_model), persistent=False)
+            self.register_buffer("pe", sinusoidal_encoding(cfg.max_len, cfg.d_model, cfg.pe_layout), persistent=False)
         else:
             self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)
         self.emb_dropout = nn.Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_enc_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_dec_layers))
+        # pre-LN leaves the residual stream un-normalised, so each stack ends in a LayerNorm; post-LN stacks already end in
+        # one (each sub-layer's own), and add none: the paper, and Marian (no layer_norm after its encoder or decoder)
         self.enc_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.dec_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()
         self.generator = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.n_logits, bias=False)
+        # Marian's final_logits_bias (a buffer there, trained by Marian C++); zeros until a checkpoint fills it
+        self.generator_bias = nn.Parameter(torch.zeros(cfg.n_logits)) if cfg.generator_bias else None
         self.apply(self._init_weights)
 
     @staticmethod
@@ -547,8 +618,11 @@ class Transformer(nn.Module):
         return self.pos_emb.weight[offset : offset + n]
 
     def embed(self, ids: Tensor, emb: nn.Embedding, offset: int, iv: Interventions, inter: dict | None, prefix: str):
-        """Token embedding x sqrt(d_model) plus positional encoding (section 3.4, 3.5): ``(B, T) -> (B, T, D)``."""
-        tok = emb(ids) * math.sqrt(self.cfg.d_model)  # (B, T, D)
+        """Token embedding x sqrt(d_model) plus positional encoding (section 3.4, 3.5): ``(B, T) -> (B, T, D)``.
+
+        Without ``cfg.scale_embedding`` the embedding is added as it is (Marian's ``embed_scale = 1.0``).
+        """
+        tok = emb(ids) * math.sqrt(self.cfg.d_model) if self.cfg.scale_embedding else emb(ids)  # (B, T, D)
         pe = self.positional_encoding(ids.size(1), offset)  # (T, D)
         x = tok + pe if iv.use_pos_encoding else tok
         if inter is not None:
@@ -559,9 +633,11 @@ class Transformer(nn.Module):
         """Generator (section 3.4): ``(B, T, D) -> (B, T, V_tgt)`` via the (tied) output projection.
 
         Tied, it is the target embedding matrix's first V_tgt rows (``cfg.n_logits``): logit ``i``
-        scores compact id ``i``, and ids past the target vocabulary are never produced.
+        scores compact id ``i``, and ids past the target vocabulary are never produced. With
+        ``cfg.generator_bias`` a ``(V_tgt,)`` bias is added (``MarianMTModel``: ``lm_head(h) + final_logits_bias``).
         """
-        return h @ self.generator_weight.T  # (B, T, V_tgt)
+        out = h @ self.generator_weight.T  # (B, T, V_tgt)
+        return out if self.generator_bias is None else out + self.generator_bias
 
     @property
     def generator_weight(self) -> Tensor:

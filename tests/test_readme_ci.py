@@ -288,13 +288,28 @@ def test_requirements_pin_torch_exactly_and_pin_everything():
 
 
 def test_test_requirements_include_app_requirements_and_are_pinned():
+    """requirements-test.txt includes requirements.txt first; it may include optional ``requirements-*.txt`` files too
+    (an optional tool's, whose tests CI runs), each of which exists, pins every package and keeps torch's pin."""
     lines = requirement_lines(REQUIREMENTS_TEST)
     includes = [line for line in lines if line.startswith("-r")]
-    assert includes == ["-r requirements.txt"], f"requirements-test.txt must include `-r requirements.txt`, got {includes}"
-    loose = [line for line in lines if line not in includes and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[^\s;,]+", line)]
+    assert includes[:1] == ["-r requirements.txt"], (
+        f"requirements-test.txt must include `-r requirements.txt` first, got {includes}"
+    )
+    pinned = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[^\s;,]+")
+    loose = [line for line in lines if line not in includes and not pinned.fullmatch(line)]
     assert not loose, f"requirements-test.txt: pin every package with ==, not {loose}"
     needed = {"pytest", "ruff"}
     assert needed <= pinned_names(REQUIREMENTS_TEST).keys(), f"requirements-test.txt must list {needed} (CI runs them)"
+    for include in includes[1:]:
+        name = include.split(maxsplit=1)[1]
+        assert re.fullmatch(r"requirements-[a-z]+\.txt", name), f"requirements-test.txt includes {name}: an optional file?"
+        optional = ROOT / name
+        assert optional.is_file(), f"requirements-test.txt includes {name}, which is missing"
+        extra = requirement_lines(optional)
+        assert not [line for line in extra if line != "-r requirements.txt" and not pinned.fullmatch(line)], (
+            f"{name}: pin with =="
+        )
+        assert "torch" not in pinned_names(optional), f"{name} must not pin torch again (requirements.txt does)"
 
 
 def test_third_party_import_detection():
@@ -364,8 +379,8 @@ def run_ci(tmp_path: Path, venv: str, pytest_status: int = 0, ruff_fails: str = 
     repo = tmp_path / "repo"
     (repo / ".ci").mkdir(parents=True)
     shutil.copy2(CI_RUN, repo / ".ci" / "run")
-    for name in ("requirements.txt", "requirements-test.txt"):
-        shutil.copy2(ROOT / name, repo / name)
+    for path in ROOT.glob("requirements*.txt"):
+        shutil.copy2(path, repo / path.name)
     tools = tmp_path / "tools"
     _install_fake(tools, VENV_TOOLS)
     system = tmp_path / "system-bin"
