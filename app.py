@@ -95,7 +95,8 @@ def sidebar() -> tuple[str, Loaded, DecodeSettings]:
             on_change=state.on_model_change,
             help="Checkpoint folders in pretrained/. en-de translates English into German; en-de-captions is the earlier "
             "model trained on picture descriptions only; reverse is a toy model that writes a sequence of letters "
-            "backwards (easy to read attention: it should look at the mirror position).",
+            "backwards (easy to read attention: it should look at the mirror position). Imported OPUS-MT models "
+            "(python -m model.import_marian) are listed by their folder's name.",
         )
     if problem := st.session_state.get(keys.MODEL_PROBLEM):
         sb.warning(problem)
@@ -211,10 +212,13 @@ def main() -> None:
     path, loaded, settings = sidebar()
     st.title("Attention Explorer")
     task = state.task_of(path)
-    st.caption(
+    what = state.model_summary(path) or (
         ("An English→German" if task == "translate" else "A toy letter-reversing")
-        + " Transformer (Vaswani et al. 2017, trained by this project). Type a sentence, then look at every attention map, "
-        "step through decoding and change masks and heads to see the effect."
+        + " Transformer (Vaswani et al. 2017, trained by this project)"
+    )
+    st.caption(
+        f"{what}. Type a sentence, then look at every attention map, step through decoding and change masks and heads to see "
+        "the effect."
     )
     text = source_box(path)
     spec = catalog.PAGE_BY_PATH.get(current.url_path, catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE])

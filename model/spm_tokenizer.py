@@ -61,6 +61,7 @@ class SentencePieceTokenizer:
 
     id_name = "id"  # the token table's column of model ids
     origin_id_name = "SentencePiece id"  # ... and of ``Piece.origin_id``
+    unknown_rule = "Text the vocabulary has no piece for (a rare character, an emoji) becomes <unk>."
 
     def __init__(
         self,

@@ -91,6 +91,7 @@ class PieceTokenizer(Protocol):
     eos_id: int
     id_name: str
     origin_id_name: str
+    unknown_rule: str  # one sentence: what becomes of text the vocabulary has no piece for
 
     @property
     def vocab_size(self) -> int: ...
@@ -140,6 +141,7 @@ class Tokenizer:
     pad_id, bos_id, eos_id = PAD_ID, BOS_ID, EOS_ID
     id_name = "compact id"  # the token table's column of model ids
     origin_id_name = "cl100k id"  # ... and of ``Piece.origin_id``
+    unknown_rule = "Pieces the small vocabulary lacks are spelled byte by byte (<0x..>)."  # what becomes of them
 
     # -- building and saving -------------------------------------------------------------
     @classmethod

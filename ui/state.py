@@ -118,11 +118,22 @@ def test_bleu_line(info: dict) -> str | None:
     return f"BLEU {bleu:.1f} (dev, greedy)" if isinstance(bleu, int | float) else None
 
 
+def card_line(path: str, field: str) -> str | None:
+    """metrics.json ``card.<field>``, if it is a non-blank string."""
+    card = model_info(path).get("card")
+    line = card.get(field) if isinstance(card, dict) else None
+    return line if isinstance(line, str) and line.strip() else None
+
+
 def model_limits(path: str) -> str | None:
     """One line on what the model knows: metrics.json ``card.limits``, if it is a string."""
-    card = model_info(path).get("card")
-    limits = card.get("limits") if isinstance(card, dict) else None
-    return limits if isinstance(limits, str) and limits.strip() else None
+    return card_line(path, "limits")
+
+
+def model_summary(path: str) -> str | None:
+    """What the model is, in a few words: metrics.json ``card.summary`` (``model.import_marian`` writes "An
+    English→French Transformer (OPUS-MT, imported from …)"), if it is a string; the app's own models have none."""
+    return card_line(path, "summary")
 
 
 def task_of(path: str) -> str:

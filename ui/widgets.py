@@ -140,9 +140,11 @@ def diff_marks(a: list[str], b: list[str], *, a_mark: str = "removed", b_mark: s
     return marks_a, marks_b
 
 
-def token_table(tok, ids: list[int]) -> pd.DataFrame:
-    """Piece, compact id and cl100k id of each id."""
-    df = pd.DataFrame([(p.text, p.id, p.cl100k_id) for p in tok.pieces(ids)], columns=["piece", "compact id", "cl100k id"])
+def token_table(tok, ids: list[int], *, target: bool = False) -> pd.DataFrame:
+    """Piece, model id and the piece's id in its tokenizer's vocabulary, under the tokenizer's names for them ("compact
+    id", "cl100k id"; "id", "SentencePiece id" for an imported model); ``target``: decoder-side ids."""
+    rows = [(p.text, p.id, p.origin_id) for p in tok.pieces(ids, target=target)]
+    df = pd.DataFrame(rows, columns=["piece", tok.id_name, tok.origin_id_name])
     df["piece"] = vt.display(list(df["piece"]))
     return df
 

@@ -4,6 +4,10 @@ PE[pos, 2i] = sin(pos / 10000^(2i / d_model)),  PE[pos, 2i + 1] = cos(pos / 1000
 Dimension pair i is a wave with wavelength 2π · 10000^(2i / d_model) positions: from 2π (≈ 6.3)
 for the first pair up to 2π · 10000 for the last, so every position gets a distinct pattern and
 nearby positions get similar ones.
+
+``layout`` says where the waves are (``model.transformer.TransformerConfig.pe_layout``): "interleaved", the paper's
+sin/cos pairs above, or "halves" (imported OPUS-MT models): the sines of waves 0 .. D/2 - 1 in the first half of the
+dimensions, their cosines in the second, PE[pos, i] = sin(.), PE[pos, D/2 + i] = cos(.).
 """
 
 from __future__ import annotations
@@ -19,19 +23,36 @@ from viz import _common as vc
 from viz.tokens import display
 
 
-def wavelength(dim: int, d_model: int) -> float:
-    """Wavelength in positions of PE dimension ``dim``: ``2π · 10000^(2⌊dim/2⌋ / d_model)`` (section 3.5).
+def wave(dim: int, d_model: int, layout: str = "interleaved") -> tuple[str, int]:
+    """``("sin" | "cos", i)``: the function and the wave index i of PE dimension ``dim`` in ``layout``.
 
-    Dimensions 2i (sin) and 2i + 1 (cos) share a wavelength.
+    "interleaved": dimension 2i is sin, 2i + 1 cos (section 3.5); "halves": dimension i < D/2 is sin, D/2 + i cos.
 
     Raises:
-        ValueError: if ``d_model < 1`` or ``dim`` is not in ``[0, d_model)``.
+        ValueError: if ``d_model < 1``, ``dim`` is not in ``[0, d_model)``, or ``layout`` is neither.
     """
     if d_model < 1:
         raise ValueError(f"d_model must be >= 1, got {d_model}")
     if not 0 <= dim < d_model:
         raise ValueError(f"dim must be in [0, {d_model}), got {dim}")
-    return float(2 * np.pi * 10000.0 ** (2 * (dim // 2) / d_model))
+    if layout == "interleaved":
+        return ("sin" if dim % 2 == 0 else "cos"), dim // 2
+    if layout == "halves":
+        half = d_model // 2
+        return ("sin", dim) if dim < half else ("cos", dim - half)
+    raise ValueError(f"layout must be 'interleaved' or 'halves', got {layout!r}")
+
+
+def wavelength(dim: int, d_model: int, layout: str = "interleaved") -> float:
+    """Wavelength in positions of PE dimension ``dim``: ``2π · 10000^(2i / d_model)`` for its wave i (section 3.5).
+
+    Interleaved, dimensions 2i (sin) and 2i + 1 (cos) share a wavelength; in halves, dimensions i and D/2 + i.
+
+    Raises:
+        ValueError: as ``wave``.
+    """
+    _, i = wave(dim, d_model, layout)
+    return float(2 * np.pi * 10000.0 ** (2 * i / d_model))
 
 
 def _pe(pe) -> np.ndarray:
@@ -41,18 +62,20 @@ def _pe(pe) -> np.ndarray:
     return p
 
 
-def _dim_name(d: int, D: int, sinusoidal: bool) -> str:
+def _dim_name(d: int, D: int, sinusoidal: bool, layout: str) -> str:
     if not sinusoidal:
         return f"dim {d}"
-    fn = "sin" if d % 2 == 0 else "cos"
-    return f"dim {d} · {fn} · wavelength {wavelength(d, D):,.1f} positions"
+    fn, _ = wave(d, D, layout)
+    return f"dim {d} · {fn} · wavelength {wavelength(d, D, layout):,.1f} positions"
 
 
-def pe_matrix(pe, *, title: str | None = None, sinusoidal: bool = True, height: int | None = None) -> go.Figure:
+def pe_matrix(
+    pe, *, title: str | None = None, sinusoidal: bool = True, height: int | None = None, layout: str = "interleaved"
+) -> go.Figure:
     """The positional-encoding matrix as a heatmap: rows = positions (0 on top), columns = dimensions.
 
     Diverging colours on −1..1 (wider if a learned encoding exceeds it). Hover: position, dimension,
-    sin/cos and wavelength (when ``sinusoidal``), value.
+    sin/cos and wavelength (when ``sinusoidal``, for the dimensions' ``layout``), value.
 
     Args:
         pe: ``(N, d_model)``, e.g. ``model.transformer.sinusoidal_encoding(N, d_model)``.
@@ -63,7 +86,7 @@ def pe_matrix(pe, *, title: str | None = None, sinusoidal: bool = True, height: 
     p = _pe(pe)
     N, D = p.shape
     r = max(1.0, float(np.abs(p).max()))
-    names = [_dim_name(d, D, sinusoidal) for d in range(D)]
+    names = [_dim_name(d, D, sinusoidal, layout) for d in range(D)]
     step = max(1, int(2 ** np.ceil(np.log2(max(D / 8, 1)))))  # <= 8 dimension ticks: they stay level in a narrow column
     heat = dict(
         type="heatmap",
@@ -93,14 +116,16 @@ def pe_matrix(pe, *, title: str | None = None, sinusoidal: bool = True, height: 
     return go.Figure(data=[heat], layout=layout)
 
 
-def pe_curves(pe, dims: Sequence[int], *, title: str | None = None, d_model: int | None = None) -> go.Figure:
+def pe_curves(
+    pe, dims: Sequence[int], *, title: str | None = None, d_model: int | None = None, layout: str = "interleaved"
+) -> go.Figure:
     """Chosen PE dimensions as curves over positions, each labelled with its wavelength.
 
     ``trace.meta`` holds ``{"dim", "wavelength", "fn"}`` for each curve.
 
     Args:
         pe: ``(N, D)``; dims: dimensions to draw (0-based); d_model: for the wavelength formula
-            (default D, the width of ``pe``).
+            (default D, the width of ``pe``); layout: where the sines and cosines are (module docstring).
 
     Raises:
         ValueError: if ``dims`` is empty or a dimension is out of range.
@@ -117,8 +142,8 @@ def pe_curves(pe, dims: Sequence[int], *, title: str | None = None, d_model: int
     pos = np.arange(N)
     traces = []
     for d in dims:
-        lam = wavelength(d, dm)
-        fn = "sin" if d % 2 == 0 else "cos"
+        lam = wavelength(d, dm, layout)
+        fn, _ = wave(d, dm, layout)
         traces.append(
             dict(
                 type="scatter",

@@ -83,7 +83,7 @@ def draw_positions(ctx: state.Ctx) -> None:
     S, cfg = len(ctx.a.source.ids), ctx.cfg
     pe = state.positional_matrix(ctx.path, S)
     title = f"The positional encoding added at your sentence's {S} positions (rows) in all {cfg.d_model} dimensions"
-    place(vp.pe_matrix(pe, title=title, sinusoidal=cfg.pos_encoding == "sinusoidal"), "lesson_pe")
+    place(vp.pe_matrix(pe, title=title, sinusoidal=cfg.pos_encoding == "sinusoidal", layout=cfg.pe_layout), "lesson_pe")
 
 
 def attention_map(kind: str) -> Callable[[state.Ctx], None]:
@@ -137,7 +137,7 @@ def draw_masking(ctx: state.Ctx) -> None:
         st.session_state.pop(keys.LESSON_HIDE)  # a shorter sentence than the one the choice was made on
     # start with the word piece (not <eos>, not punctuation) the last decoder layer reads most: hiding it shows an effect
     read = a.view("cross").map(last).w.sum(axis=0)  # (S,) attention each source piece receives
-    words = [i for i, t in enumerate(a.source.tokens) if any(ch.isalnum() for ch in t) and t != "<eos>"] or [0]
+    words = [i for i, t in enumerate(a.source.tokens[:-1]) if any(ch.isalnum() for ch in t)] or [0]  # the last is <eos>
     most = max(words, key=lambda i: read[i])
     hide = st.selectbox(
         "Hide this source token", range(len(src)), index=most, format_func=lambda i: f"{i}: {src[i]}", key=keys.LESSON_HIDE

@@ -21,19 +21,23 @@ def render(path: str) -> None:
     pe = state.positional_matrix(path, n)
     c1, c2 = st.columns(2)
     with c1:
-        show(vp.pe_matrix(pe, sinusoidal=cfg.pos_encoding == "sinusoidal"), "pe_matrix")
+        show(vp.pe_matrix(pe, sinusoidal=cfg.pos_encoding == "sinusoidal", layout=cfg.pe_layout), "pe_matrix")
     with c2:
         show(vp.pe_similarity(pe), "pe_similarity")
-    default = [d for d in (0, 1, 8, cfg.d_model // 2) if d < cfg.d_model]
+    half = cfg.d_model // 2
+    if cfg.pe_layout == "halves":  # the same waves as below, the cosines in the second half
+        default, where = [0, half, 4, half // 2], f"Dimensions 0 .. {half - 1} are sines, {half} .. {cfg.d_model - 1} cosines"
+    else:
+        default, where = [0, 1, 8, half], "Even dimensions are sines, odd ones cosines"
     dims = st.multiselect(
         "Dimensions to plot",
         list(range(cfg.d_model)),
-        default=default,
+        default=[d for d in default if d < cfg.d_model],
         key=keys.PE_DIMS,
-        help="Even dimensions are sines, odd ones cosines; the wavelength grows with the dimension.",
+        help=f"{where}; the wavelength grows with the wave's index.",
     )
     if dims:
-        show(vp.pe_curves(pe, sorted(dims), d_model=cfg.d_model), "pe_curves")
+        show(vp.pe_curves(pe, sorted(dims), d_model=cfg.d_model, layout=cfg.pe_layout), "pe_curves")
     else:
         st.info("Pick at least one dimension to plot its curve.")
     word_order(path)

@@ -240,7 +240,8 @@ def reference_fragment(ctx: state.Ctx, ref: str) -> None:
     except InputError as e:
         st.error(str(e))
         return
-    if len(tgt_out) == ctx.cfg.max_len and tgt_out[-1] != "<eos>":  # shift_right cut it to the decoder's length
+    eos = ctx.loaded.tokenizer.piece_text(ctx.cfg.eos_id)
+    if len(tgt_out) == ctx.cfg.max_len and tgt_out[-1] != eos:  # shift_right cut it to the decoder's length
         st.warning(f"The reference is longer than the decoder reads: only its first {len(tgt_out)} pieces are compared.")
     a, src = ctx.a, ctx.a.source.tokens
     c = st.columns(2)

@@ -39,7 +39,7 @@ def render(ctx: state.Ctx) -> None:
         st.dataframe(src, width="stretch", hide_index=False, height=min(table_height(src), 740))
     with c2:
         st.markdown("**Output tokens** (with the probability the model gave each)")
-        out = token_table(tok, out_ids)
+        out = token_table(tok, out_ids, target=True)
         out["probability"] = a.maps.next_probs[: len(out_ids)]
         st.dataframe(
             out,
@@ -47,10 +47,15 @@ def render(ctx: state.Ctx) -> None:
             height=min(table_height(out), 740),
             column_config={"probability": PROBABILITY},
         )
-    seen = "German pieces seen often in training" if state.task_of(ctx.path) == "translate" else "the pieces of its task"
+    cfg = ctx.cfg
+    if cfg.n_logits < cfg.vocab_size:
+        seen = "German pieces seen often in training" if state.task_of(ctx.path) == "translate" else "the pieces of its task"
+        writes = f"only pieces of its target vocabulary ({seen}: {cfg.n_logits:,} of {cfg.vocab_size:,})"
+    else:
+        writes = f"pieces of the whole vocabulary ({cfg.vocab_size:,}), which the encoder reads too"
+    specials = ", ".join(dict.fromkeys(tok.piece_text(i) for i in (cfg.bos_id, cfg.eos_id)))
     st.caption(
-        "cl100k id −1 marks the model's own specials (<bos>, <eos>). Pieces the small vocabulary lacks are spelled byte by "
-        f"byte (<0x..>); the decoder writes only pieces of its target vocabulary ({seen})."
+        f"{tok.origin_id_name} −1 marks the model's own specials ({specials}). {tok.unknown_rule} The decoder writes {writes}."
     )
 
     if a.beam:
