@@ -265,6 +265,17 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--warmup steps of warm-up and cosine decay to zero at the stage's --max-minutes",
     )
     ap.add_argument(
+        "--keep-vocab", action="store_true", help="with --init-from: keep that checkpoint's vocabulary (a later stage)"
+    )
+    ap.add_argument(
+        "--entity-corpus",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="with --entity-swap: add every training pair that shares a name, place or number as one more corpus "
+        "of weight W, swapped every time it is drawn (copy practice)",
+    )
+    ap.add_argument(
         "--entity-swap",
         type=float,
         default=0.0,
@@ -388,6 +399,10 @@ def main(argv=None) -> dict:
     if a.entity_swap > 0:
         pools = entity_pools(seed=a.seed)
         swappers = [EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed) for c in train_sets]
+        if a.entity_corpus:  # copy practice: every pair with a shared entity once more, always swapped
+            pairs = [c.pairs[i] for c, sw in zip(train_sets, swappers, strict=True) for i in sorted(sw.entities)]
+            train_sets.append(Corpus("entities", pairs, a.entity_corpus))
+            swappers.append(EntitySwapper(pairs, pools, 1.0, seed=a.seed + 1))
         # the vocabulary also counts one epoch's swapped pairs, so that name pieces get target ids
         train_pairs += [p for sw in swappers for p in sw.swapped(0).values()]
     init = (
@@ -397,6 +412,8 @@ def main(argv=None) -> dict:
     )
     if a.resume and (out / "vocab.json").exists():
         tok = Tokenizer.load(out / "vocab.json")
+    elif init is not None and a.keep_vocab:
+        tok = init.tokenizer
     else:
         if a.tgt_min_freq is None:  # one vocabulary for both sides
             tok = Tokenizer.build([s for p in train_pairs for s in p], min_freq=a.min_freq)
