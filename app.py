@@ -3,7 +3,7 @@
 Start it with ``streamlit run app.py``. This script is the frame: page config, the model picker and
 decoding settings in the sidebar, the source sentence box, and ``st.navigation`` over one page per
 view (``ui/pages/*.py``, each at its own URL path: /translate, /attention, /steps, /positional, /masks,
-/stats, /shapes, /head, /compare, /lesson). It computes nothing itself: the pages call the caches in ``ui.state``.
+/stats, /shapes, /head, /compare, /explain, /lesson). It computes nothing itself: the pages call the caches in ``ui.state``.
 
 The URL holds sentence, model, method, kind, layer, head and step (short keys such as ``method=beam``,
 ``kind=cross``), so a teacher can share a link to exactly what she sees. Links of the single-page app

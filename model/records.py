@@ -230,7 +230,8 @@ class AttentionView:
     attn ``(L, H, Q, K)`` post-softmax weights; q_tokens (Q; decoder inputs for the decoder kinds),
     k_tokens (K); predicted: the Q tokens each decoder row predicted (None for enc_self); reasons
     ``(Q, K)`` int8 reason codes, the same for every head; ablated: (layer, head), 0-based;
-    head_names: names of the H columns (None: "head 1" ..).
+    head_names: names of the H columns (None: "head 1" ..); measure: what ``attn`` holds, for the colour bar and hover
+    ("weight"; "share", for the norm-weighted shares of ``model.attribution.norm_weighted_maps``, also on a 0–1 scale).
     """
 
     kind: str
@@ -241,6 +242,7 @@ class AttentionView:
     reasons: np.ndarray
     ablated: frozenset[tuple[int, int]] = frozenset()
     head_names: tuple[str, ...] | None = None
+    measure: str = "weight"
 
     def map(self, layer: int, head: int | None = None) -> MapView:
         """Head ``head`` of ``layer`` (0-based), or the mean over the layer's heads when ``head`` is None.

@@ -233,6 +233,7 @@ LESSON_FIGURE = {  # the chart key of each lesson step's figure (step 1 draws a 
     "next_token": "lesson_candidates",
     "beam": "lesson_beam",
     "masking": "lesson_masked",
+    "explain": "lesson_explain",
 }
 
 

@@ -35,8 +35,9 @@ from app_charts import chart, decode, ok, titles  # noqa: E402  (tests/app_chart
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from model.analysis import DecodeSettings, align_pieces, analyze, encoder_distance, step_trace, teacher_forced  # noqa: E402
+from model.attribution import explain  # noqa: E402
 from model.checkpoint import load_checkpoint  # noqa: E402
-from model.records import EncoderDistance, head_average, shift_right  # noqa: E402
+from model.records import ATTENTION, EncoderDistance, head_average, shift_right  # noqa: E402
 from model.transformer import Interventions  # noqa: E402
 from ui import catalog, keys, state  # noqa: E402
 from ui.lesson_text import LESSON  # noqa: E402
@@ -229,6 +230,7 @@ FIGURE = {  # a part of the title of each step's figure (step 1 draws a table)
     7: "most probable next pieces",
     8: "hypothesis the beam kept",
     9: "hidden",
+    10: "Why ",
 }
 
 
@@ -261,6 +263,11 @@ def check_step_numbers(at: AppTest, k: int, rev) -> None:
     elif k == 7:
         first = step_trace(rev.model, rev.tokenizer, a.source.ids)[0]
         np.testing.assert_allclose(decode(fig["data"][0]["x"]), [p for _, _, p in first.candidates], atol=1e-5)
+    elif k == 10:  # the first output token, layer 2's mean over heads, the gradient methods on request
+        e = explain(rev.model, rev.tokenizer, a.source.ids, a.out_ids, 0, ig_steps=0)
+        z = decode(fig["data"][0]["z"]).astype(float)
+        assert fig["layout"]["meta"]["methods"] == list(e.methods)
+        np.testing.assert_allclose(z[0] * fig["layout"]["meta"]["scale"][0], e.scores(cfg.n_dec_layers - 1)[ATTENTION], atol=1e-5)
     elif k == 9:
         hidden = at.selectbox(key=keys.LESSON_HIDE).value
         z = decode(fig["data"][0]["z"]).astype(float)

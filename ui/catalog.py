@@ -122,13 +122,25 @@ PAGES = (
         ),
     ),
     PageSpec(
+        path="explain",
+        title="Attention vs attribution",
+        old_view="explain",
+        teaches=(
+            "Is attention an explanation? For one output word, the cross-attention weights beside what they leave out: "
+            "how long the vector each source word adds is (norm-weighted attention), attention followed back through the "
+            "encoder (rollout), and how much each word's embedding moves the word's log-probability (Integrated Gradients, "
+            "gradient × input), also against an alternative word. Where the methods disagree, the weights alone mislead. "
+            "A layer lens shows at which layer the translation appears."
+        ),
+    ),
+    PageSpec(
         path="lesson",
         title="Lesson",
         old_view="lesson",
         teaches=(
-            "A guided tour of the Transformer in nine steps, in the order of the paper: tokens, embeddings and positions, "
+            "A guided tour of the Transformer in ten steps, in the order of the paper: tokens, embeddings and positions, "
             "self-attention, many heads, the causal mask, cross-attention, one decoding step, greedy and beam search, "
-            "masking experiments. Each step shows the live figure for your sentence; the step is in the address, so a "
+            "masking experiments, and whether attention is an explanation. Each step shows the live figure for your sentence; the step is in the address, so a "
             "link opens it."
         ),
     ),

@@ -16,6 +16,7 @@ COMPARE_PAIR = "pair"  # Compare: a preset minimal pair (ui.catalog.PAIRS), when
 COMPARE_A = "a"  # Compare: sentence A, when it is not a preset's
 COMPARE_B = "b"  # Compare: sentence B, when it is not a preset's
 LESSON = "lesson"  # Lesson: the step, counted from 1
+TOKEN = "token"  # Attention vs attribution: the output token explained, counted from 0
 PRESENTER = "presenter"  # Lesson: presenter mode (1), big type and no sidebar
 OLD_VIEW = "view"  # links of the single-page app: ?view=attention (or ?view=Attention)
 
@@ -35,6 +36,7 @@ def cut(key: str) -> str:
 
 # -- Attention
 EVERY_KIND_MOSAIC = "all_kinds"
+NORM_MOSAIC = "norm_weighted"  # the mosaic of norm-weighted shares (Kobayashi et al. 2020) under the weights
 LAYER_MEANS = "layer_means"
 ZOOM_CHART = "zoom"  # the zoomed heatmap; its selection holds the clicked cell
 
@@ -68,6 +70,7 @@ WINDOW = "window"
 ATTN_TEMP = "attn_temp"
 MASK_KIND = "mask_kind"
 MASK_MOSAIC_ON = "mask_mosaic_on"
+MASK_IV = "_mask_iv"  # the Mask lab's interventions, kept when its widgets are gone: pages that follow them read it
 
 
 def ablate(kind: str) -> str:
@@ -84,6 +87,12 @@ TRACE_TEMP = "trace_temp"  # what-if: attention temperature τ
 TRACE_OFF = "trace_off"  # what-if: switch the traced head off
 
 
+# -- Attention vs attribution
+CONTRAST = "contrast"  # the alternative y′ of contrastive mode (its compact id), or None
+IG_RUN = "ig_run"  # the button that computes Integrated Gradients
+IG_DONE = "_ig_done"  # the explanations whose Integrated Gradients were computed in this session (their cache keys)
+
+
 # -- Compare two sentences
 COMPARE_PICK = "pair_pick"  # the preset picker (it fills A and B, then clears itself)
 
@@ -92,3 +101,4 @@ LESSON_PREV = "lesson_prev"
 LESSON_NEXT = "lesson_next"
 LESSON_DECODE_STEP = "lesson_decode_step"  # step 7: which decoding step's distribution
 LESSON_HIDE = "lesson_hide"  # step 9: the source token hidden
+LESSON_TOKEN = "lesson_token"  # step 10: the output token explained

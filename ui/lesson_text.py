@@ -1,4 +1,4 @@
-"""The lesson's words (ui/pages/lesson.py draws the figures): per step a title, 2–4 sentences for a class, and
+"""The lesson's ten steps in words (ui/pages/lesson.py draws the figures): per step a title, 2–4 sentences for a class, and
 the paper's equation where there is one. Kept apart from the page so that a teacher can read and edit them in
 one place. ``{D}``-style fields in the text are filled with the model's numbers: V vocabulary, VT target
 vocabulary, D d_model, H heads, Dh d_head, LE / LD encoder / decoder layers.
@@ -108,5 +108,17 @@ LESSON = (
         "translation changes, the model needed that token there; the changed pieces are marked. The Mask lab page has "
         "more experiments: the causal mask off, a local window, a temperature, heads switched off.",
         r"\mathrm{score}_{ij} = -\infty \ \text{for the hidden token } j \;\Rightarrow\; \mathrm{weight}_{ij} = 0",
+    ),
+    LessonStep(
+        "explain",
+        "Is attention an explanation?",
+        "A large weight is easily read as “the model used this word”, but a weight only says how much a query weighs a "
+        "token. Each token adds the vector α·f(x) to the output, and that vector can be short where α is large "
+        "(Kobayashi et al. 2020); and gradients ask a different question: how much does the word's probability change "
+        "with each source word? Integrated Gradients (Sundararajan et al. 2017) sum the gradient along the path from no "
+        "word to the word, so the scores add up to the change of log p. The rows compare the methods for the output "
+        "word you pick; where they disagree, the weights alone mislead (Jain & Wallace 2019; Wiegreffe & Pinter 2019).",
+        r"\mathrm{IG}_i = (x_i - x'_i) \int_0^1 \frac{\partial \log p(y \mid x' + a\,(x - x'))}{\partial x_i}\, da"
+        r"\qquad \lVert \alpha_{ij}\, f(x_j) \rVert, \; f(x_j) = (x_j W^V + b^V)\, W^O",
     ),
 )

@@ -30,9 +30,10 @@ from model.analysis import (
     step_trace,
     word_order_demo,
 )
+from model.attribution import explain, ig_part, layer_lens, norm_weighted_maps
 from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
 from model.limits import CallLimit
-from model.records import KINDS, WordOrder, rollout, shift_right
+from model.records import KINDS, Explanation, IGPart, LayerLens, WordOrder, rollout, shift_right
 from model.stats import head_stats
 from model.transformer import Interventions
 from model.worker import ModelWorker
@@ -199,6 +200,53 @@ def run_head_stats(path: str, text: str, settings: DecodeSettings) -> tuple[pd.D
     return head_stats(m.enc_self, m.dec_self, m.cross), rollout(m.enc_self)
 
 
+@st.cache_data(show_spinner="Weighing the value vectors…", max_entries=32)
+def run_norm_maps(path: str, text: str, settings: DecodeSettings) -> Maps:
+    """Norm-weighted attention shares of every kind, layer and head of the translation (``norm_weighted_maps``)."""
+    m = load_model(path)
+    a = run_analysis(path, text, settings)
+    cfg = m.model.cfg
+    _, tgt_out = shift_right(a.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
+    return MODEL_WORKER.call(m, norm_weighted_maps, a.source.ids, tgt_out, tokenizer=False)
+
+
+@st.cache_data(show_spinner="Explaining the token…", max_entries=64, hash_funcs=IV_HASH)
+def run_explanation(
+    path: str, text: str, settings: DecodeSettings, iv: Interventions, position: int, contrast: int | None
+) -> Explanation:
+    """``model.attribution.explain`` of output token ``position`` of the translation under ``iv``, without Integrated
+    Gradients (``run_ig_part`` computes them in parts)."""
+    m = load_model(path)
+    a = run_analysis(path, text, settings, iv)
+    return MODEL_WORKER.call(m, explain, a.source.ids, a.out_ids, position, iv, contrast=contrast, ig_steps=0)
+
+
+@st.cache_data(show_spinner=False, max_entries=512, hash_funcs=IV_HASH)
+def run_ig_part(
+    path: str, text: str, settings: DecodeSettings, iv: Interventions, position: int, contrast: int | None, segment: int
+) -> IGPart:
+    """Segment ``segment`` of the Integrated Gradients of ``run_explanation``'s token (``model.attribution.ig_part``)."""
+    m = load_model(path)
+    a = run_analysis(path, text, settings, iv)
+    return MODEL_WORKER.call(
+        m, ig_part, a.source.ids, a.out_ids, position, iv, contrast=contrast, segment=segment, tokenizer=False
+    )
+
+
+@st.cache_data(show_spinner="Reading every layer…", max_entries=32, hash_funcs=IV_HASH)
+def run_layer_lens(path: str, text: str, settings: DecodeSettings, iv: Interventions) -> LayerLens:
+    """``model.attribution.layer_lens`` of the translation under ``iv``: logit lens and DecoderLens."""
+    m = load_model(path)
+    a = run_analysis(path, text, settings, iv)
+    return MODEL_WORKER.call(m, layer_lens, a.source.ids, a.out_ids, iv)
+
+
+def mask_interventions() -> Interventions:
+    """The Mask lab's interventions (hidden source tokens, causal mask, window, temperature, ablated heads, PE) as it
+    last set them for this sentence and model, else none: pages that follow the Mask lab read them."""
+    return st.session_state.get(keys.MASK_IV, NO_INTERVENTIONS)
+
+
 def analysis_json(a: Analysis) -> str:
     """The whole analysis (tokens, every map, shapes, settings) as JSON text."""
     return json.dumps(a.to_json_dict(), ensure_ascii=False)
@@ -264,10 +312,11 @@ def page_context() -> Ctx | None:
 
 
 def reset_per_input_state() -> None:
-    """A new sentence or model: start decoding at step 1, drop forced tokens and hidden source positions."""
+    """A new sentence or model: start decoding at step 1, drop forced tokens, hidden source positions, the Mask lab's
+    interventions and the contrast picked on Attention vs attribution (they name positions and pieces of the old input)."""
     st.session_state[keys.STEP] = 1
     st.session_state[keys.PLAYING] = False
-    for key in (keys.FORCED, keys.HIDE):
+    for key in (keys.FORCED, keys.HIDE, keys.MASK_IV, keys.CONTRAST):
         st.session_state.pop(key, None)
 
 

@@ -214,7 +214,7 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
             customdata=cd,
             coloraxis="coloraxis",
             hoverongaps=False,
-            hovertemplate=head + "weight %{z:.3f}<extra></extra>",
+            hovertemplate=head + f"{esc(view.measure)} %{{z:.3f}}<extra></extra>",
             name="attention",
         )
     ]
@@ -255,7 +255,10 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
     layout = base_layout(
         title if title is not None else f"{kind_title}<br><sup>{KIND_EXPLAIN[kind]}</sup>",
         coloraxis=dict(
-            colorscale=ATTENTION_COLORSCALE, cmin=0, cmax=1, colorbar=dict(title=dict(text="weight"), len=0.6, **COLORBAR)
+            colorscale=ATTENTION_COLORSCALE,
+            cmin=0,
+            cmax=1,
+            colorbar=dict(title=dict(text=esc(view.measure)), len=0.6, **COLORBAR),
         ),
         annotations=annotations,
         shapes=[frames],

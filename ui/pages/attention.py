@@ -1,11 +1,14 @@
 """Attention (/attention): one mosaic of every layer × head of a kind, a zoom on one head (click a cell: that
-query's row in every head of the layer) and, on a toggle, each layer's mean over heads."""
+query's row in every head of the layer) and, on toggles, each layer's mean over heads and the norm-weighted
+attention of every head (Kobayashi et al. 2020)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
-from model.records import KIND_NAMES
+from model.records import KIND_NAMES, attention_view
 from ui import keys, state
 from ui.widgets import MapCsv, clicked_cell, head_label, md_escape, n_layers_of, pick_layer_head, show, url_radio
 from viz import attention as va
@@ -23,9 +26,22 @@ def attention_panel(ctx: state.Ctx) -> None:
         all_kinds = st.toggle("All three kinds", key=keys.EVERY_KIND_MOSAIC, help="Draw the mosaics of all three kinds at once.")
     if kind != "enc_self":
         st.caption("Decoder rows read “input → predicted”: the query at input token t is the one that predicted token t + 1.")
+    norm = st.toggle(
+        "Norm-weighted too",
+        key=keys.NORM_MOSAIC,
+        help="Kobayashi et al. 2020: each key adds the vector α·f(x) to the head's output, f(x) = (x W^V + b^V) W^O. "
+        "The second mosaic shows each key's share of the lengths ‖α f(x)‖ in its row: a large weight on a short value "
+        "vector gets a small share.",
+    )
     for kd in KIND_NAMES if all_kinds else (kind,):
         fig = va.attention_mosaic(ctx.a.view(kd), title=f"{KIND_NAMES[kd]}: every layer (rows) × head (columns)")
         show(fig, f"mosaic_{kd}")
+        if norm:
+            a = ctx.a
+            maps = state.run_norm_maps(ctx.path, ctx.text, ctx.settings)
+            view = attention_view(maps, kd, src=a.source.tokens, tgt_in=a.tgt_in_tokens, tgt_out=a.tgt_out_tokens)
+            title = f"{KIND_NAMES[kd]}, norm-weighted: each key's share of ‖α f(x)‖ in its row (Kobayashi et al. 2020)"
+            show(va.attention_mosaic(replace(view, measure="share"), title=title), f"norm_mosaic_{kd}")
     st.subheader("Zoom")
     c1, c2 = st.columns([3, 2])
     with c1:

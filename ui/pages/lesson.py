@@ -1,8 +1,8 @@
-"""Lesson (/lesson): a guided tour in nine steps, in the order of the paper and the tutorials.
+"""Lesson (/lesson): a guided tour in ten steps, in the order of the paper and the tutorials.
 
 Tokens and ids; embeddings and positional encoding; encoder self-attention (eq. 1); many heads and
 layers; the causal mask; cross-attention; one decoding step and its next-token distribution; greedy
-and beam search; a masking experiment. Each step is a short paragraph, the paper's equation where
+and beam search; a masking experiment; is attention an explanation (attention beside attribution). Each step is a short paragraph, the paper's equation where
 there is one, and the live figure for the sentence in the box above, drawn by the same ``viz``
 functions as the other pages. Previous / Next move through the steps; the URL keeps the step
 (``?lesson=5``) and presenter mode (``?presenter=1``: big type, no sidebar, for a projector).
@@ -19,7 +19,7 @@ import streamlit as st
 from model.analysis import DecodeSettings
 from model.records import KIND_NAMES
 from model.transformer import Interventions
-from ui import keys, state
+from ui import explaining, keys, state
 from ui.lesson_text import LESSON
 from ui.widgets import (
     MapCsv,
@@ -155,6 +155,14 @@ def draw_masking(ctx: state.Ctx) -> None:
     place(fig, "lesson_masked", csv=MapCsv.of(view))
 
 
+def draw_explain(ctx: state.Ctx) -> None:
+    position = explaining.pick_token(explaining.output_rows(ctx, state.NO_INTERVENTIONS), key=keys.LESSON_TOKEN)
+    layer, head = pick_layer_head(ctx.cfg.n_dec_layers, ctx.cfg.n_heads)
+    e = explaining.explanation(ctx, state.NO_INTERVENTIONS, position, None, ig_key=keys.IG_RUN)
+    explaining.methods(e, layer, head, "lesson_explain", place=place)
+    st.caption("The page Attention vs attribution has more: contrast with another word, every head, the layer lens.")
+
+
 # -- the steps ---------------------------------------------------------------------------------------------------------
 
 
@@ -169,6 +177,7 @@ DRAW: dict[str, Callable[[state.Ctx], None]] = {
     "next_token": draw_next_token,
     "beam": draw_beam,
     "masking": draw_masking,
+    "explain": draw_explain,
 }
 
 

@@ -86,6 +86,7 @@ def controls(ctx: state.Ctx) -> Interventions:
 def render(ctx: state.Ctx) -> None:
     a = ctx.a
     iv = controls(ctx)
+    st.session_state[keys.MASK_IV] = iv  # kept for the pages that follow the Mask lab (Attention vs attribution)
     if len(iv.src_hidden) == len(a.source.tokens):
         st.warning(
             "Every source token is hidden: queries over the source have nothing to attend to, so their attention rows are all 0."

@@ -1,0 +1,572 @@
+"""Attention beside attribution (model/attribution.py, viz/explain.py, the /explain page): tests that can fail.
+
+- Norm-weighted attention (Kobayashi et al. 2020): the terms α_ij f^h(x_j), summed over keys and heads plus b^O, are
+  the attention sub-layer's own output to 1e-5; a token whose value vector is zeroed gets norm 0 while α stays.
+- Integrated Gradients are complete: they sum to f(x) − f(baseline) within 1 % with the page's steps, for every
+  output token, plain and contrastive; the page's parts add up to the one-call result.
+- A hidden source token gets zero attention, zero norm-weighted attention, zero rollout and exactly zero gradient.
+- The logit lens at the last decoder layer is the model's own distribution; DecoderLens at the last encoder layer is
+  the model's own greedy translation; the embeddings path of the encoder is ``encode``.
+- The page renders for every output token of the example, with no NaN in any figure, and follows the Mask lab.
+On the small ``reverse`` checkpoint and a tiny random model; tests on ``pretrained/en-de`` are marked slow.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from model.analysis import DecodeSettings, analyze
+from model.attribution import (
+    IG_SEGMENTS,
+    IG_STEPS,
+    attention_terms,
+    decoder_lens_ids,
+    encode_embedded,
+    explain,
+    ig_part,
+    layer_lens,
+    logit_lens_logprobs,
+    norm_weighted_maps,
+    value_vectors,
+)
+from model.records import IG, METHODS, VISIBLE, IGResult, shift_right, spearman
+from model.transformer import Interventions, Transformer, TransformerConfig, band
+from viz import explain as ve
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", ROOT / "pretrained"))
+REVERSE, EN_DE = MODELS / "reverse", MODELS / "en-de"
+SENTENCE = " a b c d e"
+TIMEOUT = 180
+
+IVS = {
+    "none": Interventions(),
+    "hidden": Interventions(src_hidden=frozenset({1})),
+    "ablated": Interventions(ablate=frozenset({("cross", 1, 0), ("enc_self", 0, 1), ("dec_self", 0, 0)})),
+    "temperature": Interventions(temperature=2.0),
+    "window": Interventions(window=2),
+    "causal_off": Interventions(causal=False),
+    "no_pe": Interventions(use_pos_encoding=False),
+}
+
+
+def _loaded(path: Path):
+    from model.checkpoint import load_checkpoint
+
+    if not (path / "config.json").exists():
+        pytest.skip(f"no checkpoint at {path}")
+    return load_checkpoint(path, device="cpu")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One torch thread, as the app's model calls run (``model.limits.CallLimit``): with two OpenMP threads on a
+    machine whose cores are busy, Integrated Gradients' many small batches ran 30-40x slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def rev():
+    return _loaded(REVERSE)
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Transformer:
+    """A 2 + 2-layer model with every weight and bias random (biases are 0 after init; b^V and b^O matter here)."""
+    torch.manual_seed(0)
+    cfg = TransformerConfig(
+        vocab_size=40, d_model=16, n_heads=4, d_ff=32, n_enc_layers=2, n_dec_layers=2, dropout=0.0, max_len=32
+    )
+    model = Transformer(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p) * 0.5)
+            p.requires_grad_(False)
+    return model
+
+
+def translated(rev, iv: Interventions):
+    """(model, tokenizer, analyze's Analysis, decoder input, the tokens it predicts) of SENTENCE under ``iv``."""
+    m, tok = rev.model, rev.tokenizer
+    a = analyze(m, tok, SENTENCE, iv=iv)
+    return (m, tok, a, *shift_right(a.out_ids, bos_id=m.cfg.bos_id, eos_id=m.cfg.eos_id))
+
+
+def finite(a) -> bool:
+    return bool(np.isfinite(np.asarray(a, dtype=np.float64)).all())
+
+
+# -- norm-weighted attention -------------------------------------------------------------------------------------------
+
+
+def _module(model: Transformer, which: str):
+    return {"enc": model.encoder[1].self_attn, "dec": model.decoder[0].self_attn, "cross": model.decoder[1].cross_attn}[which]
+
+
+@pytest.mark.parametrize("which", ["enc", "dec", "cross"])
+@pytest.mark.parametrize("case", ["plain", "masked", "ablated", "temperature", "dead_row"])
+def test_terms_add_up_to_the_sublayers_own_output(tiny, which, case):
+    """Σ_j Σ_h α^h_ij f^h(x_j) + b^O is the attention sub-layer's output (section 3.2.2 written out), to 1e-5."""
+    torch.manual_seed(1)
+    mha, Q, K = _module(tiny, which), 5, 6 if which == "cross" else 5
+    x_q, kv_x = torch.randn(1, Q, 16), torch.randn(1, K, 16)
+    if which != "cross":
+        kv_x = x_q
+    allowed = None
+    if case == "masked":
+        allowed = torch.ones(1, 1, 1, K, dtype=torch.bool)
+        allowed[..., 2] = False  # a hidden key
+        if which == "dec":
+            allowed = allowed & band(Q, K, 0, causal=True, window=None)
+    if case == "dead_row":
+        allowed = torch.zeros(1, 1, 1, K, dtype=torch.bool)  # every key hidden: zero weights, zero output
+    head_mask = [1.0, 0.0, 1.0, 1.0] if case == "ablated" else None
+    tau = 2.0 if case == "temperature" else 1.0
+    out, w, _ = mha(x_q, kv_x, allowed, head_mask=head_mask, temperature=tau, need_weights=True)
+    terms = attention_terms(mha, kv_x, w)  # (1, H, Q, K, D)
+    assert terms.shape == (1, 4, Q, K, 16)
+    rebuilt = terms.sum(dim=(1, 3)) + mha.w_o.bias  # (1, Q, D)
+    torch.testing.assert_close(rebuilt, out, atol=1e-5, rtol=0)
+    if case == "ablated":
+        assert (terms[:, 1] == 0).all(), "a switched-off head adds nothing"
+
+
+def test_zeroing_one_value_vector_zeroes_its_share_and_leaves_the_weights(tiny):
+    """With b^V chosen so that token j's value vector is 0 (W^Q and W^K untouched), α is the same and ‖α_ij f(x_j)‖ = 0."""
+    torch.manual_seed(2)
+    mha, j = tiny.decoder[0].cross_attn, 3
+    x_q, kv_x = torch.randn(1, 4, 16), torch.randn(1, 6, 16)
+    zeroed = copy.deepcopy(mha)
+    with torch.no_grad():
+        zeroed.w_v.bias.copy_(-(kv_x[0, j] @ zeroed.w_v.weight.T))  # v_j = x_j W^V + b^V = 0
+    _, w, _ = mha(x_q, kv_x, None, need_weights=True)
+    _, w0, _ = zeroed(x_q, kv_x, None, need_weights=True)
+    torch.testing.assert_close(w0, w, atol=0, rtol=0)
+    assert (w[..., j] > 0.01).any(), "the token keeps a real weight"
+    assert value_vectors(zeroed, kv_x)[:, :, j].abs().max() < 1e-5
+    norms = attention_terms(zeroed, kv_x, w0).norm(dim=-1)  # (1, H, Q, K)
+    assert norms[..., j].max() < 1e-5 and norms[..., [0, 1, 2, 4, 5]].min() > 0
+    summed = attention_terms(zeroed, kv_x, w0).sum(dim=1).norm(dim=-1)  # (1, Q, K): ‖Σ_h α f‖
+    assert summed[..., j].max() < 1e-5
+
+
+@pytest.mark.parametrize("iv", list(IVS.values()), ids=list(IVS))
+def test_norm_weighted_shares_are_the_normalised_products_and_rows_sum_to_one(rev, iv):
+    m, tok, a, _, tgt_out = translated(rev, iv)
+    maps = norm_weighted_maps(m, a.source.ids, tgt_out, iv)
+    for kind in ("enc_self", "dec_self", "cross"):
+        s = getattr(maps, kind)
+        assert s.shape == getattr(a.maps, kind).shape and finite(s)
+        sums = s.sum(axis=-1)  # (L, H, Q)
+        reads = getattr(a.maps, kind).sum(axis=-1) > 0  # rows whose weights read something
+        np.testing.assert_allclose(sums[reads], 1, atol=1e-5)
+        assert (sums[~reads] == 0).all()
+        hidden = maps.masks[kind].reasons != VISIBLE
+        assert (s[:, :, hidden] == 0).all(), f"{kind}: a masked cell has a norm-weighted share"
+    for t in range(len(tgt_out)):  # the cross rows are explain's products, normalised
+        e = explain(m, tok, a.source.ids, a.out_ids, t, iv, ig_steps=0)
+        tot = e.norm_heads.sum(axis=-1, keepdims=True)
+        np.testing.assert_allclose(maps.cross[:, :, t], np.where(tot > 0, e.norm_heads / np.where(tot > 0, tot, 1), 0), atol=1e-5)
+
+
+# -- one output token explained ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("iv", list(IVS.values()), ids=list(IVS))
+def test_explanation_attention_is_the_pages_map_row(rev, iv):
+    """The weights explained are those the other pages show: row t of analyze's cross-attention, every layer and head."""
+    m, tok = rev.model, rev.tokenizer
+    a = analyze(m, tok, SENTENCE, iv=iv)
+    for t in range(len(a.out_ids) + 1):
+        e = explain(m, tok, a.source.ids, a.out_ids, t, iv, ig_steps=0)
+        np.testing.assert_allclose(e.attn, a.maps.cross[:, :, t], atol=1e-5)
+        np.testing.assert_allclose(math.exp(e.target_logprob), a.maps.next_probs[t], atol=1e-5)
+        assert e.target == a.tgt_out_tokens[t] and e.prefix_tokens == a.tgt_in_tokens[: t + 1]
+        np.testing.assert_allclose(e.rollout.sum(axis=-1), 1, atol=1e-5)
+        np.testing.assert_allclose(e.norm_heads, e.attn * e.value_norm, atol=1e-6)
+
+
+@pytest.mark.parametrize("iv", list(IVS.values()), ids=list(IVS))
+def test_the_embeddings_path_of_the_encoder_is_encode(rev, iv):
+    m = rev.model
+    src = torch.tensor([analyze(m, rev.tokenizer, SENTENCE).source.ids])
+    enc = m.encode(src, iv, need_intermediates=True)
+    x = enc.intermediates["enc_tok_emb"]  # what embed made: x sqrt(d_model) where the config says so
+    torch.testing.assert_close(encode_embedded(m, x, enc.src_allowed, iv).memory, enc.memory, atol=1e-5, rtol=0)
+
+
+ENOUGH = dict(ig_steps=512, ig_segments=32)  # the toy model's peaked softmax needs more than the page's 256 nodes
+
+
+def _complete(e, what: str, steps: int = ENOUGH["ig_steps"], *, of_sizes: bool = False) -> None:
+    """Σ IG within 1 % of f(x) − f(baseline); ``of_sizes``: within 1 % of Σ_i |IG_i| instead (see below)."""
+    g = e.ig
+    assert g is not None and g.steps == steps
+    scale = float(np.abs(g.ig).sum()) if of_sizes else abs(g.f_input - g.f_baseline)
+    assert abs(g.error) <= 0.01 * scale + 1e-6, (
+        f"{what}: IG sums to {g.ig.sum():.5f}, f(x) - f(baseline) = {g.f_input - g.f_baseline:.5f}"
+    )
+    np.testing.assert_allclose(g.f_input, e.target_logprob - (e.contrast_logprob or 0.0), atol=1e-4)
+
+
+# Not under IVS["ablated"]: with three heads off, the toy model's near one-hot attention turns so sharply along the path
+# that Gauss-Legendre does not settle (token 0: 1.7 % with 512 nodes, 0.6 % with 2048, 1.7 % and 0.2 % for other
+# splits): a limit of the quadrature on a toy model, which the page states by printing the error it reached.
+@pytest.mark.parametrize("iv", [IVS["none"], IVS["hidden"]], ids=["none", "hidden"])
+def test_integrated_gradients_are_complete_for_every_output_token(rev, iv):
+    """Completeness (Sundararajan et al. 2017, proposition 1): Σ IG = f(x) − f(baseline), here within 1 % with enough
+    steps, for log p(y) of every output token. Contrastive mode explains log p(y) − log p(y′) (y′: the step's best
+    other candidate): by the linearity axiom its attributions are those of log p(y) minus those of log p(y′). Where
+    f(x) − f(baseline) is small while the attributions are large and cancel (log p(y′) of the toy model can move by
+    0.2 nats with attributions of ±4), 1 % of it is below what 512 nodes resolve: log p(y′) and the contrast are held
+    to 1 % of the attributions' total size Σ|IG_i| instead."""
+    m, tok = rev.model, rev.tokenizer
+    a = analyze(m, tok, SENTENCE, iv=iv)
+    eos = m.cfg.eos_id
+    for t in range(len(a.out_ids) + 1):
+        e = explain(m, tok, a.source.ids, a.out_ids, t, iv, **ENOUGH)
+        _complete(e, f"token {t}")
+        y2 = next(i for _, i, _ in e.candidates if i != e.target_id)
+        alt = explain(m, tok, a.source.ids, a.out_ids[:t] + ([] if y2 == eos else [y2]), t, iv, **ENOUGH)  # log p(y′)
+        assert alt.target_id == y2
+        _complete(alt, f"token {t}: y′ = {y2}", of_sizes=True)
+        c = explain(m, tok, a.source.ids, a.out_ids, t, iv, contrast=y2, **ENOUGH)
+        assert c.contrast_id == y2 and c.objective != e.objective
+        np.testing.assert_allclose(c.ig.ig, e.ig.ig - alt.ig.ig, atol=2e-4)
+        np.testing.assert_allclose(
+            [c.ig.f_input, c.ig.f_baseline], [e.ig.f_input - alt.ig.f_input, e.ig.f_baseline - alt.ig.f_baseline], atol=1e-4
+        )
+        _complete(c, f"token {t} against {y2}", of_sizes=True)
+        assert not np.allclose(c.ig.ig, e.ig.ig), "the contrast changes the question, and the answer"
+
+
+def test_the_pages_parts_add_up_to_the_one_call_result(rev):
+    m, tok = rev.model, rev.tokenizer
+    a = analyze(m, tok, SENTENCE)
+    e = explain(m, tok, a.source.ids, a.out_ids, 2, ig_segments=IG_SEGMENTS)
+    parts = [ig_part(m, a.source.ids, a.out_ids, 2, segment=k) for k in range(IG_SEGMENTS)]
+    total = IGResult.total(parts)
+    np.testing.assert_allclose(total.ig, e.ig.ig, atol=1e-6)
+    assert (total.f_input, total.f_baseline, total.steps) == (e.ig.f_input, e.ig.f_baseline, e.ig.steps)
+    one = explain(m, tok, a.source.ids, a.out_ids, 2, ig_steps=512, ig_segments=1)  # one Gauss-Legendre rule, whole path
+    assert one.ig.relative_error < 0.01
+    with pytest.raises(ValueError, match=f"segment {IG_SEGMENTS} is out of range"):
+        ig_part(m, a.source.ids, a.out_ids, 2, segment=IG_SEGMENTS)
+
+
+@pytest.mark.slow
+def test_the_pages_steps_are_enough_on_the_shipped_model():
+    """The page's IG_STEPS in IG_SEGMENTS keep completeness within 1 % on pretrained/en-de, plain and contrastive."""
+    loaded = _loaded(EN_DE)
+    m, tok = loaded.model, loaded.tokenizer
+    a = analyze(m, tok, "A dog jumps over a green fence.")
+    for t in range(len(a.out_ids) + 1):
+        e = explain(m, tok, a.source.ids, a.out_ids, t, ig_segments=IG_SEGMENTS)
+        _complete(e, f"en-de token {t}", IG_STEPS)
+        y2 = next(i for _, i, _ in e.candidates if i != e.target_id)
+        _complete(
+            explain(m, tok, a.source.ids, a.out_ids, t, contrast=y2, ig_segments=IG_SEGMENTS), f"token {t} vs {y2}", IG_STEPS
+        )
+
+
+@pytest.mark.parametrize("hidden", [frozenset({1}), frozenset({0, 3})])
+def test_a_hidden_source_token_gets_nothing_from_any_method(rev, hidden):
+    m, tok = rev.model, rev.tokenizer
+    iv = Interventions(src_hidden=hidden)
+    a = analyze(m, tok, SENTENCE, iv=iv)
+    cols = sorted(hidden)
+    for t in range(len(a.out_ids) + 1):
+        e = explain(m, tok, a.source.ids, a.out_ids, t, iv, ig_steps=32, ig_segments=4)
+        assert list(np.flatnonzero(e.hidden)) == cols
+        for name in ("attn", "norm_heads", "norm_sum", "rollout"):
+            assert (getattr(e, name)[..., cols] == 0).all(), f"{name} of a hidden token"
+        assert (e.ig.ig[cols] == 0).all() and (e.grad_input[cols] == 0).all(), "exactly zero gradient"
+        assert (np.delete(e.grad_input, cols) != 0).any()
+
+
+def test_every_source_token_hidden_gives_zeros_and_no_nan(rev):
+    m, tok = rev.model, rev.tokenizer
+    S = len(analyze(m, tok, SENTENCE).source.ids)
+    iv = Interventions(src_hidden=frozenset(range(S)))
+    a = analyze(m, tok, SENTENCE, iv=iv)
+    e = explain(m, tok, a.source.ids, a.out_ids, 0, iv, ig_steps=16, ig_segments=2)
+    for v in e.scores(0).values():
+        assert finite(v) and (v == 0).all()
+    assert e.ig.relative_error == 0 and finite(e.ig.ig)
+    pairs = e.agreement(0)
+    assert len(pairs) == 10 and all(p.rho is None and "nothing to rank" in p.sentence for p in pairs)
+    for fig in (ve.methods_figure(e, 0), ve.heads_figure(e, 0), ve.agreement_figure(e, 0)):
+        assert not _nan_in(fig.to_plotly_json())
+
+
+@pytest.mark.parametrize("out_ids", [[], "one"], ids=["empty", "one token"])
+def test_an_empty_or_one_token_translation_can_be_explained(rev, out_ids):
+    m, tok = rev.model, rev.tokenizer
+    src = analyze(m, tok, SENTENCE).source.ids
+    out = [] if out_ids == [] else [tok.encode(" e", target=True)[0]]
+    for t in range(len(out) + 1):
+        e = explain(m, tok, src, out, t, ig_steps=16, ig_segments=2)
+        assert e.target == (tok.piece_text(out[t]) if t < len(out) else "<eos>")
+        assert all(finite(v) for v in e.scores(1).values())
+        assert not _nan_in(ve.methods_figure(e, 1).to_plotly_json())
+    lens = layer_lens(m, tok, src, out)
+    assert lens.top_probs.shape == (m.cfg.n_dec_layers + 1, len(out) + 1) and finite(lens.target_probs)
+
+
+def test_bad_arguments_say_what_is_wrong(rev):
+    m, tok = rev.model, rev.tokenizer
+    a = analyze(m, tok, SENTENCE)
+    with pytest.raises(ValueError, match="position 99 is out of range"):
+        explain(m, tok, a.source.ids, a.out_ids, 99, ig_steps=0)
+    target = shift_right(a.out_ids, bos_id=m.cfg.bos_id, eos_id=m.cfg.eos_id)[1][0]
+    with pytest.raises(ValueError, match="must be another id"):
+        explain(m, tok, a.source.ids, a.out_ids, 0, contrast=target, ig_steps=0)
+
+
+# -- agreement in numbers and words -----------------------------------------------------------------------------------
+
+
+def test_spearman_matches_the_textbook_formula_and_is_none_where_undefined():
+    x, y = np.array([1.0, 2.0, 3.0, 4.0, 5.0]), np.array([5.0, 6.0, 7.0, 8.0, 7.0])
+    d = np.array([0, 1, 2, 3, 4]) - np.array([0, 1, 2.5, 4, 2.5])  # rank differences, the tie at 7 shares rank 2.5
+    r_ties = spearman(x, y)
+    assert r_ties == pytest.approx(0.8207826816681233, abs=1e-12)  # Pearson of the ranks (with the tie)
+    assert 1 - 6 * (d**2).sum() / (5 * 24) == pytest.approx(0.825)  # the no-tie shortcut is close, not exact
+    assert spearman(x, -x) == pytest.approx(-1) and spearman(x, x**3) == pytest.approx(1)
+    assert spearman([1.0], [2.0]) is None and spearman([1, 1, 1], [1, 2, 3]) is None
+    with pytest.raises(ValueError, match="1-D vectors of one length"):
+        spearman([1, 2], [1, 2, 3])
+
+
+def test_agreement_covers_every_pair_and_its_sentence_says_what_the_numbers_say(rev):
+    m, tok = rev.model, rev.tokenizer
+    a = analyze(m, tok, SENTENCE)
+    e = explain(m, tok, a.source.ids, a.out_ids, 1, ig_steps=32, ig_segments=4)
+    pairs = e.agreement(1, 0)
+    assert len(pairs) == 10 and {p.a for p in pairs} | {p.b for p in pairs} == set(METHODS)
+    scores = e.scores(1, 0)
+    for p in pairs:
+        ta, tb = int(np.argmax(np.abs(scores[p.a]))), int(np.argmax(np.abs(scores[p.b])))
+        assert (p.top_a, p.top_b) == (ta, tb)
+        assert p.rho == pytest.approx(spearman(np.abs(scores[p.a]), np.abs(scores[p.b])))
+        assert (" agree on the top word" in p.sentence) == (ta == tb) != ("disagree on the top word" in p.sentence)
+        assert f"{p.rho:+.2f}" in p.sentence
+    no_ig = explain(m, tok, a.source.ids, a.out_ids, 1, ig_steps=0)
+    assert IG not in no_ig.methods and len(no_ig.agreement(1)) == 6
+
+
+# -- the layer lens -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("iv", list(IVS.values()), ids=list(IVS))
+def test_the_lens_at_the_last_layer_is_the_models_own_distribution(rev, iv):
+    m, tok, a, tgt_in, _ = translated(rev, iv)
+    lp = logit_lens_logprobs(m, a.source.ids, tgt_in, iv)
+    assert lp.shape == (m.cfg.n_dec_layers + 1, len(tgt_in), m.cfg.n_logits)
+    with torch.inference_mode():
+        own = torch.log_softmax(m(torch.tensor([a.source.ids]), torch.tensor([tgt_in]), iv).logits[0].float(), dim=-1)
+    torch.testing.assert_close(lp[-1], own, atol=1e-5, rtol=0)
+    lens = layer_lens(m, tok, a.source.ids, a.out_ids, iv)
+    if iv.causal:  # one pass is what decoding ran: the last row is the probability of each piece written
+        np.testing.assert_allclose(lens.target_probs[-1], a.maps.next_probs, atol=1e-5)
+
+
+@pytest.mark.parametrize("iv", list(IVS.values()), ids=list(IVS))
+def test_decoder_lens_at_the_last_encoder_layer_is_normal_decoding(rev, iv):
+    m, tok = rev.model, rev.tokenizer
+    a = analyze(m, tok, SENTENCE, DecodeSettings(), iv)
+    lens = decoder_lens_ids(m, a.source.ids, iv)
+    assert len(lens) == m.cfg.n_enc_layers + 1 and lens[-1] == a.out_ids
+    ll = layer_lens(m, tok, a.source.ids, a.out_ids, iv)
+    assert ll.lens_texts[-1] == a.translation and ll.lens_finished[-1] == a.finished
+
+
+@pytest.mark.slow
+def test_the_lenses_on_the_shipped_model():
+    loaded = _loaded(EN_DE)
+    m, tok = loaded.model, loaded.tokenizer
+    a = analyze(m, tok, "The animal didn't cross the street because it was too tired.")
+    ll = layer_lens(m, tok, a.source.ids, a.out_ids)
+    assert ll.lens_texts[-1] == a.translation
+    np.testing.assert_allclose(ll.target_probs[-1], a.maps.next_probs, atol=1e-5)
+    assert ll.lens_texts[0] != a.translation, "reading the embeddings alone does not translate"
+
+
+# -- figures -----------------------------------------------------------------------------------------------------------
+
+
+def _nan_in(obj) -> bool:
+    """Whether a figure's JSON holds a NaN anywhere (plotly writes NaN as null inside number arrays)."""
+    if isinstance(obj, dict):
+        return any(_nan_in(v) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return any(_nan_in(v) for v in obj)
+    if isinstance(obj, np.ndarray):
+        return obj.dtype.kind == "f" and bool(np.isnan(obj).any())
+    return isinstance(obj, float) and math.isnan(obj)
+
+
+def test_figures_draw_the_records_numbers(rev):
+    m, tok = rev.model, rev.tokenizer
+    iv = Interventions(src_hidden=frozenset({2}))
+    a = analyze(m, tok, SENTENCE, iv=iv)
+    e = explain(m, tok, a.source.ids, a.out_ids, 1, iv, ig_steps=32, ig_segments=4)
+    fig = ve.methods_figure(e, 0, 1)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert fig.layout.meta["methods"] == list(METHODS) and z.shape == (5, len(e.src_tokens))
+    raw = np.stack([e.scores(0, 1)[k] for k in METHODS])
+    np.testing.assert_allclose(z * np.array(fig.layout.meta["scale"])[:, None], raw, atol=1e-6)
+    assert np.abs(z).max() <= 1 + 1e-6 and (z[:, 2] == 0).all()
+    assert fig.data[1].name == "hidden" and set(fig.data[1].x) == {2}
+    heads = ve.heads_figure(e, 0)
+    np.testing.assert_allclose(np.asarray(heads.data[2].z), e.norm_heads[0], atol=1e-6)
+    agree = ve.agreement_figure(e, 0, 1)
+    rho = np.asarray(agree.data[0].z, dtype=float)
+    np.testing.assert_allclose(rho, rho.T) and np.testing.assert_allclose(np.diag(rho), 1)
+    lens = layer_lens(m, tok, a.source.ids, a.out_ids, iv)
+    lf = ve.logit_lens_figure(lens)
+    np.testing.assert_allclose(np.asarray(lf.data[0].z), lens.top_probs, atol=1e-6)
+    assert ve.decoder_lens_table(lens)["= final"].iloc[-1]
+    for f in (fig, heads, agree, lf):
+        assert not _nan_in(f.to_plotly_json())
+    with pytest.raises(ValueError, match="pass an Explanation"):
+        ve.methods_figure(lens, 0)
+    with pytest.raises(ValueError, match="out of range"):
+        ve.methods_figure(e, 5)
+
+
+# -- the page ----------------------------------------------------------------------------------------------------------
+
+
+def _page_nan(at) -> list[str]:
+    """Titles of the charts whose JSON holds a NaN (null in a number array, or a typed array with NaN)."""
+    from app_charts import charts, decode
+
+    bad = []
+    for fig in charts(at):
+        for tr in fig["data"]:
+            for k in ("x", "y", "z"):
+                v = tr.get(k)
+                if v is None:
+                    continue
+                arr = decode(v) if isinstance(v, dict) else np.array(v, dtype=object)
+                nums = (
+                    arr.astype(float)
+                    if arr.dtype != object
+                    else np.array([x for x in arr.ravel() if not isinstance(x, str)], dtype=float)
+                )
+                if np.isnan(nums).any():
+                    bad.append(fig["layout"]["title"]["text"][:40])
+    return bad
+
+
+def _app(monkeypatch, model: str, sentence: str):
+    if not ((MODELS / model) / "config.json").exists():
+        pytest.skip(f"no checkpoint {model}")
+    from app_charts import ok
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ATTENTION_EXPLORER_DEBUG", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["model"], at.query_params["sentence"] = model, sentence
+    ok(at.run())
+    return at
+
+
+def _every_token(at, n_expected: int) -> None:
+    from app_charts import chart, ok
+
+    ok(at.switch_page("ui/pages/explain.py").run())
+    rows = at.select_slider(key="token").options
+    assert len(rows) == n_expected
+    for t in range(len(rows)):
+        at.select_slider(key="token").set_value(t).run()
+        ok(at)
+        assert chart(at, "Why ")["layout"]["meta"]["methods"] == [m for m in METHODS if m != IG]
+        at.button(key="ig_run").click().run()
+        ok(at)
+        fig = chart(at, "Why ")
+        assert fig["layout"]["meta"]["methods"] == list(METHODS), f"token {t}: Integrated Gradients were not drawn"
+        assert not _page_nan(at), f"token {t}: NaN in {_page_nan(at)}"
+        assert any("completeness holds to" in c.value for c in at.caption)
+        assert at.query_params.get("token", "0") == str(t)
+
+
+def test_the_page_renders_every_output_token_with_no_nan(monkeypatch, rev):
+    at = _app(monkeypatch, "reverse", SENTENCE)
+    a = analyze(rev.model, rev.tokenizer, SENTENCE)
+    _every_token(at, len(a.out_ids) + 1)
+    from app_charts import chart
+
+    assert "Logit lens" in json.dumps(chart(at, "Logit lens")["layout"]["title"])
+    assert len(at.dataframe) == 2  # the agreement table and DecoderLens
+
+
+@pytest.mark.slow
+def test_the_page_renders_every_output_token_of_the_example_on_the_shipped_model(monkeypatch):
+    from ui import catalog
+
+    sentence = catalog.EXAMPLES["translate"][0]
+    at = _app(monkeypatch, "en-de", sentence)
+    loaded = _loaded(EN_DE)
+    _every_token(at, len(analyze(loaded.model, loaded.tokenizer, sentence).out_ids) + 1)
+
+
+def test_the_page_follows_the_mask_labs_interventions_and_the_contrast(monkeypatch, rev):
+    from app_charts import chart, decode, ok
+
+    at = _app(monkeypatch, "reverse", SENTENCE)
+    ok(at.switch_page("ui/pages/masks.py").run())
+    at.multiselect(key="hide").set_value([1]).run()
+    ok(at.switch_page("ui/pages/explain.py").run())
+    assert any("Following the Mask lab" in i.value for i in at.info)
+    fig = chart(at, "Why ")
+    z = decode(fig["data"][0]["z"]).astype(float)
+    assert (z[:, 1] == 0).all() and fig["data"][1]["name"] == "hidden"
+    iv = Interventions(src_hidden=frozenset({1}))
+    a = analyze(rev.model, rev.tokenizer, SENTENCE, iv=iv)
+    e = explain(rev.model, rev.tokenizer, a.source.ids, a.out_ids, 0, iv, ig_steps=0)
+    np.testing.assert_allclose(z[0] * fig["layout"]["meta"]["scale"][0], e.scores(1)[METHODS[0]], atol=1e-6)
+    y2 = next(i for _, i, _ in e.candidates if i != e.target_id)
+    at.selectbox(key="contrast").set_value(y2).run()
+    ok(at)
+    assert "rather than" in chart(at, "Why ")["layout"]["title"]["text"]
+    at.button(key="ig_run").click().run()
+    ok(at)
+    c = explain(rev.model, rev.tokenizer, a.source.ids, a.out_ids, 0, iv, contrast=y2, ig_segments=IG_SEGMENTS)
+    z = decode(chart(at, "Why ")["data"][0]["z"]).astype(float)
+    scale = chart(at, "Why ")["layout"]["meta"]["scale"][METHODS.index(IG)]
+    np.testing.assert_allclose(z[METHODS.index(IG)] * scale, c.ig.ig, atol=1e-5)
+
+
+def test_the_attention_page_draws_norm_weighted_shares_of_every_head(monkeypatch, rev):
+    from app_charts import chart, ok
+
+    at = _app(monkeypatch, "reverse", SENTENCE)
+    ok(at.switch_page("ui/pages/attention.py").run())
+    at.toggle(key="norm_weighted").set_value(True).run()
+    ok(at)
+    fig = chart(at, "norm-weighted")
+    a = analyze(rev.model, rev.tokenizer, SENTENCE)
+    _, tgt_out = shift_right(a.out_ids, bos_id=rev.model.cfg.bos_id, eos_id=rev.model.cfg.eos_id)
+    maps = norm_weighted_maps(rev.model, a.source.ids, tgt_out)
+    from app_charts import decode
+
+    meta, z = fig["layout"]["meta"], decode(fig["data"][0]["z"]).astype(float)
+    Q, K, gap = meta["Q"], meta["K"], meta["gap"]
+    for l in range(meta["L"]):
+        for h in range(meta["H"]):
+            tile = z[l * (Q + gap) : l * (Q + gap) + Q, h * (K + gap) : h * (K + gap) + K]
+            np.testing.assert_allclose(tile, maps.cross[l, h], atol=1e-5)
+    assert fig["layout"]["coloraxis"]["colorbar"]["title"]["text"] == "share"

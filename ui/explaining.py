@@ -1,0 +1,120 @@
+"""Attention beside attribution, placed on a page: the output-token and contrast pickers, Integrated Gradients on a
+button with a progress bar, and the method figure. Shared by the /explain page and the lesson's tenth step.
+
+Integrated Gradients take ``model.attribution.IG_STEPS`` forward and backward passes (bench/README.md: about a second
+for a 15-word sentence on one core), so they run when asked, in ``IG_SEGMENTS`` parts, one step of the progress bar
+each; the parts are cached (``state.run_ig_part``), and a token whose gradients this session computed shows them
+again at once. Everything else on the page (attention, norm-weighted, rollout, gradient × input) takes one pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from model.attribution import IG_SEGMENTS, IG_STEPS
+from model.records import ATTENTION, GRAD_INPUT, IG, Explanation, IGResult
+from model.transformer import Interventions
+from ui import keys, state
+from ui.widgets import md_escape, show
+from viz import explain as ve
+from viz import tokens as vt
+
+
+def output_rows(ctx: state.Ctx, iv: Interventions) -> list[str]:
+    """Labels ``"i: piece"`` of the output tokens that can be explained: every piece written, and <eos> if it was
+    (a translation cut by the token budget ends in a piece that was never kept)."""
+    a = state.run_analysis(ctx.path, ctx.text, ctx.settings, iv)
+    rows = vt.col_labels(a.tgt_out_tokens)
+    return rows if a.finished else rows[:-1] or rows
+
+
+def pick_token(rows: list[str], *, key: str, param: str | None = None) -> int:
+    """The output token (0-based) on a slider of its labels; with ``param`` the URL keeps it (``?token=3``): read when the
+    widget has no value yet, written back after every run, dropped at 0. A position past a shorter output moves to its
+    last token."""
+    if key not in st.session_state:
+        value = st.query_params.get(param, "0") if param else "0"
+        st.session_state[key] = int(value) if value.isdigit() else 0
+    st.session_state[key] = min(st.session_state[key], len(rows) - 1)
+    if len(rows) == 1:
+        st.caption(f"Output token: {md_escape(rows[0])}")
+        position = 0
+    else:
+        position = st.select_slider("Output token to explain", list(range(len(rows))), format_func=rows.__getitem__, key=key)
+    if param and position == 0:
+        st.query_params.pop(param, None)
+    elif param and st.query_params.get(param) != str(position):
+        st.query_params[param] = str(position)
+    return position
+
+
+def pick_contrast(e: Explanation) -> int | None:
+    """Contrastive mode: another of the step's candidates y′ (compact id), or None for log p(y) alone."""
+    options = [None] + [i for _, i, _ in e.candidates if i != e.target_id]
+    names = {i: (t, p) for t, i, p in e.candidates}
+    if st.session_state.get(keys.CONTRAST) not in options:  # a choice made for another token
+        st.session_state[keys.CONTRAST] = None
+    return st.selectbox(
+        f"Why ‘{vt.display([e.target])[0]}’ and not …?",
+        options,
+        format_func=lambda i: (
+            "(no contrast: explain log p(y))" if i is None else f"‘{vt.display([names[i][0]])[0]}’ (p = {names[i][1]:.3f})"
+        ),
+        key=keys.CONTRAST,
+        help="Contrastive mode (Yin & Neubig 2022): the gradients then explain log p(y) − log p(y′), which source "
+        "words make the model prefer its word over this alternative.",
+    )
+
+
+def integrated_gradients(ctx: state.Ctx, iv: Interventions, position: int, contrast: int | None, *, key: str) -> IGResult | None:
+    """Integrated Gradients of the explained token, computed on the button ``key`` (or at once when this session has
+    computed them for this token before), with a progress bar; None until asked."""
+    sig = (ctx.path, ctx.text, ctx.settings, iv, position, contrast)
+    done = st.session_state.setdefault(keys.IG_DONE, set())
+    if sig not in done and not st.button(
+        f"Compute Integrated Gradients ({IG_STEPS} steps)",
+        key=key,
+        icon=":material/calculate:",
+        help="About a second for a 15-word sentence: the model runs forward and backward once per step.",
+    ):
+        return None
+    bar = st.progress(0.0, text="Integrated Gradients…")
+    parts = []
+    for k in range(IG_SEGMENTS):
+        parts.append(state.run_ig_part(ctx.path, ctx.text, ctx.settings, iv, position, contrast, k))
+        bar.progress((k + 1) / IG_SEGMENTS, text=f"Integrated Gradients: {(k + 1) * IG_STEPS // IG_SEGMENTS} of {IG_STEPS} steps")
+    bar.empty()
+    done.add(sig)
+    return IGResult.total(parts)
+
+
+def explanation(ctx: state.Ctx, iv: Interventions, position: int, contrast: int | None, *, ig_key: str) -> Explanation:
+    """The explanation of output token ``position`` under ``iv``, with Integrated Gradients once they are asked for."""
+    e = state.run_explanation(ctx.path, ctx.text, ctx.settings, iv, position, contrast)
+    ig = integrated_gradients(ctx, iv, position, contrast, key=ig_key)
+    return e if ig is None else replace(e, ig=ig)
+
+
+def completeness_note(e: Explanation) -> None:
+    """What Integrated Gradients add up to, or that they are not computed yet."""
+    if e.ig is None:
+        st.caption("Integrated Gradients are computed on request (button above); the other rows are ready.")
+        return
+    g = e.ig
+    st.caption(
+        f"Integrated Gradients add up to {g.ig.sum():+.3f} nats; the objective {e.objective} moves by "
+        f"{g.f_input - g.f_baseline:+.3f} nats from the baseline (every word's embedding 0, positions kept) to the "
+        f"sentence: completeness holds to {g.relative_error:.2%} with {g.steps} steps."
+    )
+
+
+def methods(e: Explanation, layer: int, head: int | None, key: str, *, place=show) -> None:
+    """The method figure (placed with ``place``, e.g. the lesson's presenter-mode ``place``), its exports, how complete
+    Integrated Gradients are, and the sentence comparing attention with the gradient method shown."""
+    place(ve.methods_figure(e, layer, head), key)
+    completeness_note(e)
+    other = IG if e.ig is not None else GRAD_INPUT
+    best = next(p for p in e.agreement(layer, head) if (p.a, p.b) == (ATTENTION, other))
+    st.markdown(f"**{md_escape(best.sentence)}**")

@@ -1,0 +1,103 @@
+"""Attention vs attribution (/explain): for one output token of the translation, the cross-attention weights beside
+what the literature measures instead, from the same forward pass and the same interventions (the Mask lab's): the
+norm-weighted attention ‖α f(x)‖ (Kobayashi et al. 2020), attention rollout through the encoder (Abnar & Zuidema
+2020), Integrated Gradients (Sundararajan et al. 2017) and gradient × input of log p(y), or of log p(y) − log p(y′) in
+contrastive mode (Yin & Neubig 2022); Spearman's ρ of every pair of methods in numbers and in words; then a layer lens:
+the logit lens on each decoder layer and DecoderLens (Langedijk et al. 2023) on each encoder layer.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from model.records import METHODS
+from model.transformer import Interventions
+from ui import explaining, keys, state
+from ui.widgets import download, md_escape, n_layers_of, pick_layer_head, show, table_height, text_box
+from viz import explain as ve
+from viz import tokens as vt
+
+INTRO = (
+    "A large attention weight is often read as “the model used this word”. Attention says how much a query *weighs* "
+    "each source token; it does not say how much the token *changed* the output (Jain & Wallace 2019, “Attention is not "
+    "Explanation”; Wiegreffe & Pinter 2019, “Attention is not not Explanation”). Here five measures score the source "
+    "tokens for the output token you pick:"
+)
+
+
+def interventions_note(iv: Interventions, src_tokens: list[str]) -> None:
+    """Which of the Mask lab's interventions this page follows."""
+    if iv == state.NO_INTERVENTIONS:
+        st.caption(
+            "No interventions: set them in the Mask lab (hidden source tokens, switched-off heads, …) and this page follows."
+        )
+        return
+    src = vt.display(src_tokens)
+    said = [f"hidden source tokens {', '.join(src[i] for i in sorted(iv.src_hidden) if i < len(src))}"] if iv.src_hidden else []
+    said += ["causal mask off"] if not iv.causal else []
+    said += [f"window {iv.window}"] if iv.window else []
+    said += [f"temperature τ = {iv.temperature:g}"] if iv.temperature != 1 else []
+    said += ["positional encoding off"] if not iv.use_pos_encoding else []
+    said += [f"{len(iv.ablate)} heads switched off"] if iv.ablate else []
+    st.info(
+        "Following the Mask lab's interventions: " + md_escape("; ".join(said)) + ". The translation and every score below "
+        "are computed with them."
+    )
+
+
+def render(ctx: state.Ctx) -> None:
+    st.markdown(INTRO)
+    st.markdown("\n".join(f"- **{m}**: {ve.MEANS[m]}." for m in METHODS))
+    iv = state.mask_interventions()
+    interventions_note(iv, ctx.a.source.tokens)
+    a = state.run_analysis(ctx.path, ctx.text, ctx.settings, iv)
+    text_box(a.translation)
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        position = explaining.pick_token(explaining.output_rows(ctx, iv), key=keys.TOKEN, param=keys.TOKEN)
+    with c2:
+        first = state.run_explanation(ctx.path, ctx.text, ctx.settings, iv, position, None)
+        contrast = explaining.pick_contrast(first)
+    layer, head = pick_layer_head(n_layers_of(ctx.cfg, "cross"), ctx.cfg.n_heads)
+    e = explaining.explanation(ctx, iv, position, contrast, ig_key=keys.IG_RUN)
+
+    explaining.methods(e, layer, head, "explain_methods")
+    df = ve.scores_table(e, layer, head)
+    download("Scores (CSV)", lambda: df.to_csv(index=False), "explain-scores.csv", "text/csv")
+
+    st.subheader("Do they agree?")
+    st.caption(
+        "Spearman's ρ over the visible source tokens, ranking by size: a word that pushes the probability down matters "
+        "as much as one that pushes it up. Hidden tokens are left out (every method gives them 0)."
+    )
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        agree = ve.agreement_table(e, layer, head)
+        st.dataframe(agree, hide_index=True, height=table_height(agree))
+    with c2:
+        show(ve.agreement_figure(e, layer, head), "explain_agreement")
+
+    st.subheader("Weight × value length, head by head")
+    st.markdown(
+        "Kobayashi et al. (2020) write each head's output as Σ_j α_j f(x_j): token j adds the vector α_j f(x_j), where "
+        "f(x_j) = (x_j W^V + b^V) W^O is its value projected by W^O. A weight can be large on a vector that is short: "
+        "tokens such as `<eos>` and “.” often get large weights and add little."
+    )
+    show(ve.heads_figure(e, layer), "explain_heads")
+
+    st.subheader("Layer lens: when does the translation appear?")
+    lens = state.run_layer_lens(ctx.path, ctx.text, ctx.settings, iv)
+    st.markdown(
+        "The **logit lens** puts each decoder layer's output through the final LayerNorm and the output matrix: which "
+        "piece would that layer write? **DecoderLens** (Langedijk et al. 2023) lets the decoder read an earlier encoder "
+        "layer's output instead of the last one and translates greedily: at which encoder layer does the translation appear?"
+    )
+    show(ve.logit_lens_figure(lens), "explain_logit_lens")
+    table = ve.decoder_lens_table(lens)
+    st.dataframe(table, hide_index=True, height=table_height(table))
+    if any(not t for t in lens.lens_texts):
+        st.caption("An empty row: reading that layer, the decoder wrote <eos> at once.")
+
+
+if (ctx := state.page_context()) is not None:
+    render(ctx)
