@@ -120,6 +120,27 @@ MARIAN_DEFAULTS = {
 """``MarianConfig``'s defaults (transformers 5.23), for the fields a config.json leaves out."""
 
 
+OPUS_MT_BASE = {
+    "vocab_size": 58101,
+    "d_model": 512,
+    "encoder_layers": 6,
+    "decoder_layers": 6,
+    "encoder_attention_heads": 8,
+    "decoder_attention_heads": 8,
+    "encoder_ffn_dim": 2048,
+    "decoder_ffn_dim": 2048,
+    "max_position_embeddings": 512,
+    "activation_function": "swish",
+    "scale_embedding": True,
+    "pad_token_id": 58100,
+    "eos_token_id": 0,
+    "decoder_start_token_id": 58100,
+}
+"""The architecture fields of ``Helsinki-NLP/opus-mt-en-de``'s config.json (of every opus-mt base model, but for the
+vocabulary size): what this importer is made for. The tests and ``bench/bench_opus_shape.py`` build random models
+of this shape, or smaller."""
+
+
 class MarianImportError(ValueError):
     """A checkpoint the importer cannot represent or read; the message names the config field, tensor or file."""
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from model.import_marian import OPUS_MT_BASE
+
 ADJ = ["red", "green", "big", "small", "old", "young", "yellow", "quiet", "famous", "strange", "happy", "tired"]
 NOUN = ["dog", "cat", "house", "car", "tree", "teacher", "student", "river", "mountain", "city", "street", "animal"]
 VERB = ["is happy", "was here", "has gone", "looks nice", "seems wet", "feels tired", "runs fast", "sleeps well"]
@@ -102,25 +104,20 @@ def build_marian(folder: Path, *, seed: int = 0, bad_pad: bool = False, eos_bias
     logging.set_verbosity_error()
     vocab = vocab_of(folder)
     pad = vocab["<pad>"]
-    fields = dict(
-        vocab_size=len(vocab),
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=128,
-        activation_function="swish",
-        scale_embedding=True,
-        pad_token_id=pad,
-        eos_token_id=0,
-        decoder_start_token_id=pad,
-        forced_eos_token_id=None,
-        dropout=0.1,
-    )
-    fields.update(config)
+    small = {
+        f"{side}_{k}": v for side in ("encoder", "decoder") for k, v in (("layers", 2), ("attention_heads", 4), ("ffn_dim", 64))
+    }
+    fields = {  # OPUS-MT's config, scaled down, for this vocabulary; no forced </s> at max_length (generate() would add one)
+        **OPUS_MT_BASE,
+        **small,
+        "vocab_size": len(vocab),
+        "d_model": 32,
+        "max_position_embeddings": 128,
+        "pad_token_id": pad,
+        "decoder_start_token_id": pad,
+        "forced_eos_token_id": None,
+        **config,
+    }
     torch.manual_seed(seed)
     m = MarianMTModel(MarianConfig(**fields))
     with torch.no_grad():
