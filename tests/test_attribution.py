@@ -14,7 +14,6 @@ On the small ``reverse`` checkpoint and a tiny random model; tests on ``pretrain
 from __future__ import annotations
 
 import copy
-import json
 import math
 import os
 from pathlib import Path
@@ -507,10 +506,15 @@ def test_the_page_renders_every_output_token_with_no_nan(monkeypatch, rev):
     at = _app(monkeypatch, "reverse", SENTENCE)
     a = analyze(rev.model, rev.tokenizer, SENTENCE)
     _every_token(at, len(a.out_ids) + 1)
-    from app_charts import chart
+    from app_charts import chart, decode, ok, titles
 
-    assert "Logit lens" in json.dumps(chart(at, "Logit lens")["layout"]["title"])
-    assert len(at.dataframe) == 2  # the agreement table and DecoderLens
+    assert not any("Logit lens" in t for t in titles(at)) and len(at.dataframe) == 1, "the lens waits for its toggle"
+    at.toggle(key="layer_lens").set_value(True).run()
+    ok(at)
+    lens = layer_lens(rev.model, rev.tokenizer, a.source.ids, a.out_ids)
+    np.testing.assert_allclose(decode(chart(at, "Logit lens")["data"][0]["z"]), lens.top_probs, atol=1e-6)
+    assert len(at.dataframe) == 2 and list(at.dataframe[1].value["greedy translation"]) == lens.lens_texts
+    assert not _page_nan(at)
 
 
 @pytest.mark.slow

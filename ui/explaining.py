@@ -1,8 +1,8 @@
 """Attention beside attribution, placed on a page: the output-token and contrast pickers, Integrated Gradients on a
 button with a progress bar, and the method figure. Shared by the /explain page and the lesson's tenth step.
 
-Integrated Gradients take ``model.attribution.IG_STEPS`` forward and backward passes (bench/README.md: about a second
-for a 15-word sentence on one core), so they run when asked, in ``IG_SEGMENTS`` parts, one step of the progress bar
+Integrated Gradients take ``model.attribution.IG_STEPS`` forward and backward passes (bench/README.md, 9.: 1.5–3.1 s
+for a 15-word sentence on one busy core), so they run when asked, in ``IG_SEGMENTS`` parts, one step of the progress bar
 each; the parts are cached (``state.run_ig_part``), and a token whose gradients this session computed shows them
 again at once. Everything else on the page (attention, norm-weighted, rollout, gradient × input) takes one pass.
 """
@@ -77,7 +77,7 @@ def integrated_gradients(ctx: state.Ctx, iv: Interventions, position: int, contr
         f"Compute Integrated Gradients ({IG_STEPS} steps)",
         key=key,
         icon=":material/calculate:",
-        help="About a second for a 15-word sentence: the model runs forward and backward once per step.",
+        help="A few seconds for a 15-word sentence: the model runs forward and backward once per step.",
     ):
         return None
     bar = st.progress(0.0, text="Integrated Gradients…")

@@ -91,6 +91,7 @@ TRACE_OFF = "trace_off"  # what-if: switch the traced head off
 CONTRAST = "contrast"  # the alternative y′ of contrastive mode (its compact id), or None
 IG_RUN = "ig_run"  # the button that computes Integrated Gradients
 IG_DONE = "_ig_done"  # the explanations whose Integrated Gradients were computed in this session (their cache keys)
+LENS_ON = "layer_lens"  # the layer lens (logit lens and DecoderLens) is drawn
 
 
 # -- Compare two sentences

@@ -86,12 +86,15 @@ def render(ctx: state.Ctx) -> None:
     show(ve.heads_figure(e, layer), "explain_heads")
 
     st.subheader("Layer lens: when does the translation appear?")
-    lens = state.run_layer_lens(ctx.path, ctx.text, ctx.settings, iv)
     st.markdown(
         "The **logit lens** puts each decoder layer's output through the final LayerNorm and the output matrix: which "
         "piece would that layer write? **DecoderLens** (Langedijk et al. 2023) lets the decoder read an earlier encoder "
         "layer's output instead of the last one and translates greedily: at which encoder layer does the translation appear?"
     )
+    # off by default: one greedy translation per encoder layer (bench/README.md, 9.: ~0.8 s for 15 words on one core)
+    if not st.toggle("Show the layer lens", key=keys.LENS_ON, help="One greedy translation per encoder layer: a moment."):
+        return
+    lens = state.run_layer_lens(ctx.path, ctx.text, ctx.settings, iv)
     show(ve.logit_lens_figure(lens), "explain_logit_lens")
     table = ve.decoder_lens_table(lens)
     st.dataframe(table, hide_index=True, height=table_height(table))
