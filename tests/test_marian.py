@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import pickle
 import shutil
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -42,7 +43,7 @@ from transformers import MarianTokenizer  # noqa: E402
 from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding  # noqa: E402
 
 from model.analysis import DecodeSettings, analyze  # noqa: E402
-from model.checkpoint import load_checkpoint  # noqa: E402
+from model.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from model.decoding import beam_search, decode_ids  # noqa: E402
 from model.import_marian import MarianImportError, import_marian, main  # noqa: E402
 from model.spm_tokenizer import SentencePieceTokenizer  # noqa: E402
@@ -372,6 +373,17 @@ def test_checkpoint_card_and_command_line(source, tmp_path, capsys):
     half = tmp_path / "half"
     main([str(source), "--out", str(half), "--dtype", "float16"])
     assert (half / "model.safetensors").stat().st_size < 0.6 * (out / "model.safetensors").stat().st_size
+
+
+def test_without_sentencepiece_an_imported_model_says_what_to_install(source, tmp_path, monkeypatch):
+    """The app needs sentencepiece only for imported models: without it, such a folder is a CheckpointError that
+    says what to install (the app then shows another model), and this project's own checkpoints load as before."""
+    import_marian(source, tmp_path / "imported")
+    monkeypatch.setitem(sys.modules, "sentencepiece", None)  # as if it were not installed
+    with pytest.raises(CheckpointError, match=r"sentencepiece package: pip install -r requirements-import\.txt"):
+        load_checkpoint(tmp_path / "imported", "cpu")
+    if (ROOT / "pretrained" / "reverse" / "config.json").is_file():
+        assert load_checkpoint(ROOT / "pretrained" / "reverse", "cpu").tokenizer.origin_id_name == "cl100k id"
 
 
 def test_old_configs_load_with_todays_defaults():
