@@ -373,7 +373,7 @@ def card_facts(readme: str) -> dict:
 
 
 def languages(name: str, folder: Path) -> tuple[str, str]:
-    """(source, target) language names from an ``opus-mt-SRC-TGT`` name, else tokenizer_config.json, else codes."""
+    """(source, target) language names from an ``opus-mt-SRC-TGT`` name, else tokenizer_config.json, else codes ("?")."""
     m = re.search(r"opus-mt-(?:tc-big-)?([A-Za-z_]+)-([A-Za-z_]+)$", name.rstrip("/"))
     codes = m.groups() if m else (None, None)
     if None in codes and (folder / CONFIG_FILE).is_file():
@@ -387,15 +387,22 @@ def write_card(out: Path, source: str, folder: Path, cfg: TransformerConfig, n_p
     metrics dict."""
     facts = card_facts((folder / "README.md").read_text(encoding="utf-8")) if (folder / "README.md").is_file() else {}
     src, tgt = languages(source, folder)
-    licence = facts.get("licence") or "not stated in the source's README.md: see the original's model card"
-    summary = f"An {src}→{tgt} Transformer (OPUS-MT, imported from {source})"
+    pair = f"{src}→{tgt}" if "?" not in (src, tgt) else ""  # unknown languages: no pair named
+    licence = facts.get("licence")
+    licence_line = (
+        f"{licence}, as the original's model card states"
+        if licence
+        else "not stated in the source's README.md: see the original's model card"
+    )
+    article = "An" if pair[:1] in tuple("AEIOU") else "A"
+    summary = f"{article} {pair + ' ' if pair else ''}Transformer (OPUS-MT, imported from {source})"
     limits = (
-        f"OPUS-MT {src}→{tgt}, trained by the Helsinki-NLP OPUS-MT project on OPUS data and imported unchanged; "
+        f"OPUS-MT {pair + ', ' if pair else ''}trained by the Helsinki-NLP OPUS-MT project on OPUS data and imported unchanged; "
         "SentencePiece pieces, so text it has no piece for becomes <unk>."
     )
     when = datetime.now(UTC).strftime("%Y-%m-%d")
     scores = facts.get("scores") or "The source's README.md has no benchmark section: see the original's model card."
-    text = f"""# {out.name}: {src} → {tgt}, imported from OPUS-MT
+    text = f"""# {out.name}{": " + pair.replace("→", " → ") if pair else ""}, imported from OPUS-MT
 
 Source: `{source}` (OPUS-MT, Helsinki-NLP: Tiedemann & Thottingal 2020, "OPUS-MT: Building open translation
 services for the World"), converted on {when} by
@@ -405,7 +412,7 @@ services for the World"), converted on {when} by
 The weights are the original's, unchanged, in this project's Transformer (`model/transformer.py`); the tokenizer
 files (`source.spm`, `target.spm`, `vocab.json`) are the original's too. Nothing here was trained by this project.
 
-**Licence:** {licence} (the original's model card; the OPUS data behind it carry their own licences).
+**Licence:** {licence_line}; the OPUS data behind the model carry their own licences.
 
 **Architecture:** {cfg.n_enc_layers} + {cfg.n_dec_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads,
 d_ff {cfg.d_ff}, {cfg.activation} feed-forward, post-LN, sinusoidal positions (sines then cosines), shared
@@ -425,7 +432,7 @@ outputs at 2 × source length + 10 pieces. Greedy decoding and every attention m
 """
     (out / "README.md").write_text(text, encoding="utf-8")
     metrics = {
-        "card": {"summary": summary, "limits": limits, "licence": licence, "source": source},
+        "card": {"summary": summary, "limits": limits, "licence": licence or licence_line, "source": source},
         "import": {"source": source, "date": when, "original_scores": facts.get("scores")},
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
