@@ -58,6 +58,7 @@ IG_SEGMENTS = 16
 TOP_K = 8  # the step's candidates offered as the contrast y′
 
 __all__ = [
+    "IG_SEGMENTS",
     "IG_STEPS",
     "attention_terms",
     "decoder_lens_ids",
@@ -304,7 +305,7 @@ def explain(
     *,
     contrast: int | None = None,
     ig_steps: int = IG_STEPS,
-    ig_segments: int = 1,
+    ig_segments: int = IG_SEGMENTS,
 ) -> Explanation:
     """Why the decoder wrote output token ``position`` of the translation ``out_ids``: an ``Explanation``.
 
