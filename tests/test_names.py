@@ -1,0 +1,126 @@
+"""Names, places and numbers come through (issue 20): students type their own names first.
+
+Forty short sentences written for this test, with first names, surnames, cities and numbers from many
+languages (Finnish, Hungarian, Yoruba, Igbo, Japanese, Kazakh, Uzbek, Icelandic, Portuguese, Norwegian,
+Tibetan, Hindi, Turkish, Azerbaijani, Korean, Vietnamese, Māori, Zulu, Swahili, Greek, Spanish,
+Hawaiian, Polish, Czech, Estonian, Romanian, ...). None of the names occurs in the training corpora (as
+a word, either side) or in the pool of names that entity substitution drew from for the shipped model
+(checked below), so the model must copy them. The shipped model must keep every name and number of a
+sentence verbatim, with greedy decoding, in at least 90 % of the sentences.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from model.checkpoint import PRETRAINED, load_checkpoint
+from model.data import data_root, entity_pools, read_lines
+from model.evaluate import translate
+
+EN_DE = PRETRAINED / "en-de"
+TARGET = 0.9
+FLOOR = 0.125  # the shipped model keeps 7 of 40 (17.5 %); the floor is 5 of 40, a margin for other hosts
+
+NAMES = [  # (English sentence, the names and numbers its translation must keep verbatim)
+    ("Eero lives in Tampere.", ["Eero", "Tampere"]),
+    ("Zsófia and Csaba bought 14 tickets.", ["Zsófia", "Csaba", "14"]),
+    ("Oluwaseun works in Mombasa.", ["Oluwaseun", "Mombasa"]),
+    ("Haruka was born in 1987.", ["Haruka", "1987"]),
+    ("Chiamaka has 3 brothers.", ["Chiamaka", "3"]),
+    ("Aigerim is my teacher.", ["Aigerim"]),
+    ("Mr. Kowalczyk is 52 years old.", ["Kowalczyk", "52"]),
+    ("Dilnoza called Sigrún at 7:45.", ["Dilnoza", "Sigrún", "7:45"]),
+    ("Mateus visited Valparaíso last year.", ["Mateus", "Valparaíso"]),
+    ("Jorunn has 250 books.", ["Jorunn", "250"]),
+    ("Tenzin and Pema are friends.", ["Tenzin", "Pema"]),
+    ("Priyanka Nakamura is a doctor.", ["Priyanka", "Nakamura"]),
+    ("Elif lives in Tabriz.", ["Elif", "Tabriz"]),
+    ("Kjetil met Marlon in Leuven.", ["Kjetil", "Marlon", "Leuven"]),
+    ("Minji is 17 years old.", ["Minji", "17"]),
+    ("Linh works in Seinäjoki.", ["Linh", "Seinäjoki"]),
+    ("Wiremu and Aroha have 2 dogs.", ["Wiremu", "Aroha", "2"]),
+    ("Emeka Okonkwo plays the guitar.", ["Emeka", "Okonkwo"]),
+    ("Zanele lives in Kumasi.", ["Zanele", "Kumasi"]),
+    ("Gulnara was born in 1994.", ["Gulnara", "1994"]),
+    ("Mrs. Papadopoulos lives in Trondheim.", ["Papadopoulos", "Trondheim"]),
+    ("Trond is waiting for Omaira.", ["Trond", "Omaira"]),
+    ("Kipkorir has 6 cats.", ["Kipkorir", "6"]),
+    ("Facundo visited Tartu in 2019.", ["Facundo", "Tartu", "2019"]),
+    ("Maren is a nurse in Pécs.", ["Maren", "Pécs"]),
+    ("Jeisson and Yadira live in Cusco.", ["Jeisson", "Yadira", "Cusco"]),
+    ("Tapani bought 12 apples.", ["Tapani", "12"]),
+    ("Attila called Eirik.", ["Attila", "Eirik"]),
+    ("Mahina lives in Izmir.", ["Mahina", "Izmir"]),
+    ("Arttu works in Brno.", ["Arttu", "Brno"]),
+    ("Marte is my sister.", ["Marte"]),
+    ("Ngozi Mwangi is 31 years old.", ["Ngozi", "Mwangi", "31"]),
+    ("Inês met Kalani in Gdańsk.", ["Inês", "Kalani", "Gdańsk"]),
+    ("Ayesha has 4 children.", ["Ayesha", "4"]),
+    ("Jiwoo and Thanh are students.", ["Jiwoo", "Thanh"]),
+    ("The train to Ouagadougou leaves at 9:30.", ["Ouagadougou", "9:30"]),
+    ("Mehmet Haddad is from Cluj.", ["Mehmet", "Haddad", "Cluj"]),
+    ("Eirik Saastamoinen lives in Bratislava.", ["Eirik", "Saastamoinen", "Bratislava"]),
+    ("Kosonen has 15 cows.", ["Kosonen", "15"]),
+    ("Germán Buitrago lives in Stuttgart.", ["Germán", "Buitrago", "Stuttgart"]),
+]
+
+
+def kept(output: str, entities: list[str]) -> bool:
+    """Every entity appears verbatim in the output (a German genitive "Eeros" contains "Eero")."""
+    return all(e in output for e in entities)
+
+
+def test_the_sentences_are_many_and_hold_a_name_and_a_number_each_kind():
+    assert len(NAMES) >= 30
+    ents = [e for _, es in NAMES for e in es]
+    assert sum(e[0].isdigit() for e in ents) >= 10 and sum(not e[0].isdigit() for e in ents) >= 50
+    assert all(all(e in en for e in es) for en, es in NAMES)
+
+
+def test_no_name_is_in_the_substitution_pool_of_the_shipped_model():
+    pytest.importorskip("faker")
+    args = json.loads((EN_DE / "metrics.json").read_text())["training"]["args"]
+    if not args.get("entity_swap"):
+        pytest.skip("the shipped model was trained without entity substitution")
+    pools = entity_pools(seed=args["seed"])
+    names = {e for _, es in NAMES for e in es if not e[0].isdigit()}
+    assert not [n for n in names if n in pools], "a test name was in the training pool"
+
+
+def test_no_name_is_in_the_training_corpora():
+    root = data_root()
+    if root is None or not all((root / c / "train.en.gz").exists() for c in ("tatoeba", "multi30k", "bcontrast")):
+        pytest.skip("the training corpora are not here (see README, Data)")
+    words: set[str] = set()
+    for corpus in ("tatoeba", "multi30k", "bcontrast"):
+        for lang in ("en", "de"):
+            for line in read_lines(root / corpus / f"train.{lang}.gz"):
+                words.update(re.findall(r"\w+", line))
+    seen = [e for _, es in NAMES for e in es if not e[0].isdigit() and any(w in words for w in e.split())]
+    assert not seen, f"in the training data: {seen}"
+
+
+@pytest.fixture(scope="module")
+def outputs() -> list[str]:
+    return translate(load_checkpoint(EN_DE, "cpu"), [en for en, _ in NAMES], progress=False)
+
+
+def share_kept(outputs: list[str]) -> tuple[float, str]:
+    misses = [(en, out) for (en, es), out in zip(NAMES, outputs, strict=True) if not kept(out, es)]
+    return 1 - len(misses) / len(NAMES), "\n".join(f"{en} -> {out}" for en, out in misses)
+
+
+def test_names_and_numbers_come_through_more_often_than_the_shipped_floor(outputs):
+    """A guard that the shipped model does not fall back: the share it reached when it was committed
+    (FLOOR); the previous model kept 0 of 40."""
+    share, misses = share_kept(outputs)
+    assert share >= FLOOR, f"{share:.0%} of sentences keep every name and number (< {FLOOR:.0%}); misses:\n{misses}"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 20: the 90 % target is not reached yet (see pretrained/en-de/README.md, Names)")
+def test_names_and_numbers_come_through_greedy(outputs):
+    share, misses = share_kept(outputs)
+    assert share >= TARGET, f"{share:.0%} of sentences keep every name and number (< {TARGET:.0%}); misses:\n{misses}"
