@@ -3,7 +3,10 @@
 - ``SamplingSettings``: how ``model.decoding`` picks the next token when it is not forced (greedy, or
   sampling with temperature, top-k and top-p);
 - ``DecodeSettings``: how ``model.analysis.analyze`` translates (greedy, beam search with its length
-  penalty, or sampling), the sidebar's choice.
+  penalty, or sampling), the sidebar's choice;
+- ``Interventions``: the what-if tweaks of one forward pass (hidden source tokens, causal mask, ablated heads,
+  temperature, window, positional encoding), which the Mask lab, Inside one head and the caches pass to the model
+  (``model.transformer`` uses it, and it stays importable from there).
 
 Importing this module never imports torch (tests/test_layering.py checks it).
 """
@@ -11,6 +14,8 @@ Importing this module never imports torch (tests/test_layering.py checks it).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from model.records import KINDS
 
 
 @dataclass(frozen=True)
@@ -64,3 +69,51 @@ class DecodeSettings:
     def sampling(self) -> SamplingSettings:
         strategy = "sample" if self.method == "sample" else "greedy"
         return SamplingSettings(strategy, self.temperature, self.top_k, self.top_p, self.seed)
+
+
+@dataclass(frozen=True)
+class Interventions:
+    """What-if tweaks applied during one forward pass; the model itself is never changed.
+
+    src_hidden:  source positions no query may attend to (a key mask in encoder
+                 self-attention and cross-attention). The hidden tokens are still encoded.
+    causal:      the decoder's causal mask (section 3.2.3). False lets every target query see
+                 the whole target, including the future (what the model was never trained on).
+    ablate:      a set of (kind, layer, head) whose output is replaced by zeros before the
+                 output projection W^O. kind is one of ``KINDS``; layer and head count from 0.
+    temperature: tau in softmax(Q K^T / (sqrt(d_head) * tau)); tau > 1 flattens, < 1 sharpens.
+    window:      if set, self-attention (encoder and decoder) only sees keys with
+                 |query - key| < window (a local band); cross-attention is unaffected.
+    use_pos_encoding: False drops the positional encoding: the encoder becomes permutation
+                 equivariant (section 3.5 explains why the model needs it).
+
+    A query row whose every key is masked (e.g. every source token hidden) attends to nothing:
+    its attention weights are all 0 and its attention output is the zero vector, so the
+    residual stream passes it through unchanged. It never yields NaN.
+    """
+
+    src_hidden: frozenset[int] = frozenset()
+    causal: bool = True
+    ablate: frozenset[tuple[str, int, int]] = frozenset()
+    temperature: float = 1.0
+    window: int | None = None
+    use_pos_encoding: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "src_hidden", frozenset(int(i) for i in self.src_hidden))
+        object.__setattr__(self, "ablate", frozenset((str(k), int(l), int(h)) for k, l, h in self.ablate))
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.window is not None and self.window < 1:
+            raise ValueError(f"window must be >= 1 or None, got {self.window}")
+        for kind, _, _ in self.ablate:
+            if kind not in KINDS:
+                raise ValueError(f"ablate kind must be one of {KINDS}, got {kind!r}")
+
+    def head_mask(self, kind: str, layer: int, n_heads: int) -> list[float] | None:
+        """1.0 per kept head, 0.0 per ablated head of (kind, layer); None if none is ablated."""
+        off = {h for k, l, h in self.ablate if k == kind and l == layer}
+        return None if not off else [0.0 if h in off else 1.0 for h in range(n_heads)]
+
+
+NO_INTERVENTIONS = Interventions()

@@ -5,7 +5,8 @@ Written from scratch in torch to be read by a student, one module per idea of th
     TransformerConfig      the hyper-parameters (Table 3 of the paper names them), and the few choices where
                            other implementations differ from the paper (feed-forward activation, embedding
                            scale, sinusoid layout, generator bias), so that their weights run here unchanged
-    Interventions          mask / head / temperature tweaks, passed to ``forward`` as arguments
+    Interventions          mask / head / temperature tweaks, passed to ``forward`` as arguments (defined in the
+                           torch-free ``model.settings``, so that pages name it without torch)
     sinusoidal_encoding    section 3.5, the positional-encoding formula
     MultiHeadAttention     section 3.2.2, eq. (1) scaled dot-product attention, h heads
     FeedForward            section 3.3, eq. (2) FFN(x) = max(0, x W1 + b1) W2 + b2 (or GELU / swish in place of max)
@@ -38,7 +39,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.records import KINDS, key_allowed
+from model.records import KINDS as KINDS  # re-exported: ``from model.transformer import KINDS`` keeps working
+from model.records import key_allowed
+from model.settings import NO_INTERVENTIONS, Interventions
 
 ACTIVATIONS = ("relu", "gelu", "swish")
 """Feed-forward nonlinearities ``TransformerConfig.activation`` may name (``FeedForward`` says what each computes)."""
@@ -123,54 +126,6 @@ class TransformerConfig:
         if unknown:
             raise TypeError(f"unknown config keys: {sorted(unknown)}")
         return cls(**d)
-
-
-@dataclass(frozen=True)
-class Interventions:
-    """What-if tweaks applied during one forward pass; the model itself is never changed.
-
-    src_hidden:  source positions no query may attend to (a key mask in encoder
-                 self-attention and cross-attention). The hidden tokens are still encoded.
-    causal:      the decoder's causal mask (section 3.2.3). False lets every target query see
-                 the whole target, including the future (what the model was never trained on).
-    ablate:      a set of (kind, layer, head) whose output is replaced by zeros before the
-                 output projection W^O. kind is one of ``KINDS``; layer and head count from 0.
-    temperature: tau in softmax(Q K^T / (sqrt(d_head) * tau)); tau > 1 flattens, < 1 sharpens.
-    window:      if set, self-attention (encoder and decoder) only sees keys with
-                 |query - key| < window (a local band); cross-attention is unaffected.
-    use_pos_encoding: False drops the positional encoding: the encoder becomes permutation
-                 equivariant (section 3.5 explains why the model needs it).
-
-    A query row whose every key is masked (e.g. every source token hidden) attends to nothing:
-    its attention weights are all 0 and its attention output is the zero vector, so the
-    residual stream passes it through unchanged. It never yields NaN.
-    """
-
-    src_hidden: frozenset[int] = frozenset()
-    causal: bool = True
-    ablate: frozenset[tuple[str, int, int]] = frozenset()
-    temperature: float = 1.0
-    window: int | None = None
-    use_pos_encoding: bool = True
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "src_hidden", frozenset(int(i) for i in self.src_hidden))
-        object.__setattr__(self, "ablate", frozenset((str(k), int(l), int(h)) for k, l, h in self.ablate))
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        if self.window is not None and self.window < 1:
-            raise ValueError(f"window must be >= 1 or None, got {self.window}")
-        for kind, _, _ in self.ablate:
-            if kind not in KINDS:
-                raise ValueError(f"ablate kind must be one of {KINDS}, got {kind!r}")
-
-    def head_mask(self, kind: str, layer: int, n_heads: int) -> list[float] | None:
-        """1.0 per kept head, 0.0 per ablated head of (kind, layer); None if none is ablated."""
-        off = {h for k, l, h in self.ablate if k == kind and l == layer}
-        return None if not off else [0.0 if h in off else 1.0 for h in range(n_heads)]
-
-
-NO_INTERVENTIONS = Interventions()
 
 
 def sinusoidal_encoding(max_len: int, d_model: int, layout: str = "interleaved") -> Tensor:

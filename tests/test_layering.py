@@ -4,6 +4,9 @@
 - ``viz/`` draws records: importing it, ``model.records`` (the shared facts and records),
   ``model.settings`` (the decoding settings) or ``model.stats`` (per-head statistics) must import
   neither torch nor ``model.transformer``.
+- ``ui/`` reaches the model through ``ui/state.py`` alone (the cached model calls): no other module under ``ui/``
+  imports torch or ``model.transformer`` at module level; the pages name ``Interventions`` and ``DecodeSettings``
+  from the torch-free ``model.settings``.
 - No module of ``model/`` imports, at module level (``if TYPE_CHECKING`` blocks included), a module
   that imports it back, directly or through others. An import inside a function body runs on call,
   not on import, and is the one way to reach a module that depends on this one.
@@ -36,7 +39,8 @@ def test_records_settings_and_viz_import_no_torch(module):
 
 
 def module_level_imports(path: Path) -> set[str]:
-    """``model.*`` modules that ``path`` imports outside function bodies."""
+    """Absolute modules that ``path`` imports outside function bodies (``from a.b import c``: ``a.b`` and ``a.b.c``,
+    since ``c`` may be a module)."""
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
@@ -44,12 +48,10 @@ def module_level_imports(path: Path) -> set[str]:
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 continue
             if isinstance(child, ast.Import):
-                found.update(a.name for a in child.names if a.name.startswith("model."))
+                found.update(a.name for a in child.names)
             elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
-                if child.module == "model":
-                    found.update(f"model.{a.name}" for a in child.names)
-                elif child.module.startswith("model."):
-                    found.add(child.module)
+                found.add(child.module)
+                found.update(f"{child.module}.{a.name}" for a in child.names)
             visit(child)
 
     visit(ast.parse(path.read_text(encoding="utf-8")))
@@ -88,3 +90,16 @@ def test_model_has_no_import_circle():
     graph = {f"model.{p.stem}": module_level_imports(p) for p in (ROOT / "model").glob("*.py") if p.stem != "__init__"}
     assert "model.decoding" in graph["model.analysis"], "the scan must see module-level imports"
     assert (cycle := find_cycle(graph)) is None, "import circle: " + " -> ".join(cycle)
+
+
+MODEL_GATE = ROOT / "ui" / "state.py"  # the one module of ui/ that holds the cached model calls
+
+
+def test_only_ui_state_imports_torch_or_the_transformer():
+    found = {}
+    for path in sorted((ROOT / "ui").rglob("*.py")):
+        bad = {m for m in module_level_imports(path) if m == "torch" or m.startswith(("torch.", "model.transformer"))}
+        if path != MODEL_GATE and bad:
+            found[str(path.relative_to(ROOT))] = sorted(bad)
+    assert "model.settings.Interventions" in module_level_imports(ROOT / "ui" / "pages" / "masks.py"), "the scan must see it"
+    assert found == {}, f"only ui/state.py may import torch or model.transformer: {found}"

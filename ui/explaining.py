@@ -15,7 +15,7 @@ import streamlit as st
 
 from model.attribution import IG_SEGMENTS, IG_STEPS
 from model.records import ATTENTION, GRAD_INPUT, IG, Explanation, IGResult
-from model.transformer import Interventions
+from model.settings import Interventions
 from ui import keys, state
 from ui.widgets import md_escape, show
 from viz import explain as ve

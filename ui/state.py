@@ -34,15 +34,14 @@ from model.attribution import explain, ig_part, layer_lens, norm_weighted_maps
 from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
 from model.limits import CallLimit
 from model.records import KINDS, Explanation, IGPart, LayerLens, WordOrder, rollout, shift_right
+from model.settings import NO_INTERVENTIONS, Interventions
 from model.stats import head_stats
-from model.transformer import Interventions
 from model.worker import ModelWorker
 from ui import catalog, keys
 
 MODELS_DIR = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", PRETRAINED))  # folders holding config.json
 MODEL_ORDER = ("en-de", "en-de-captions", "reverse")  # listed first, in this order; the first is the default
 TOP_K = 8  # candidates shown per decoding step
-NO_INTERVENTIONS = Interventions()
 MODEL_CALLS = CallLimit.for_cores()  # every model call below: a class of sessions at once does not oversubscribe the cores
 # ... and runs in a worker process of its own (a GIL of its own); ATTENTION_EXPLORER_MODEL_PROCESS=0 keeps them in this one
 MODEL_WORKER = ModelWorker(MODEL_CALLS, enabled=os.environ.get("ATTENTION_EXPLORER_MODEL_PROCESS", "1") != "0")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from model.records import METHODS
-from model.transformer import Interventions
+from model.settings import Interventions
 from ui import explaining, keys, state
 from ui.widgets import download, md_escape, n_layers_of, pick_layer_head, show, table_height, text_box
 from viz import explain as ve

@@ -15,9 +15,8 @@ import math
 import streamlit as st
 
 from model.records import KIND_NAMES, HeadTrace
-from model.settings import DecodeSettings
+from model.settings import DecodeSettings, Interventions
 from model.trace import head_trace
-from model.transformer import Interventions
 from ui import keys, state
 from ui.widgets import clamped_slider, md_escape, n_layers_of, show, table_height, url_radio
 from viz import head as vh

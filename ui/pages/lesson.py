@@ -18,7 +18,7 @@ import streamlit as st
 
 from model.analysis import DecodeSettings
 from model.records import KIND_NAMES
-from model.transformer import Interventions
+from model.settings import Interventions
 from ui import explaining, keys, state
 from ui.lesson_text import LESSON
 from ui.widgets import (

@@ -7,7 +7,7 @@ import streamlit as st
 
 from model.analysis import Analysis
 from model.records import KIND_NAMES, KINDS, attention_view
-from model.transformer import Interventions
+from model.settings import Interventions
 from ui import keys, state
 from ui.widgets import MapCsv, chips, diff_marks, head_label, n_layers_of, pick_layer_head, show, text_box
 from viz import attention as va
