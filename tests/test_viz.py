@@ -612,3 +612,38 @@ def test_shapes_table_and_figure():
     assert list(df.columns) == ["stage", "shape", "meaning"] and list(df["shape"]) == ["[1, 7]", "[1, 7, 256]", "[1, 5, 900]"]
     fig = viz.shapes_figure(shapes)
     assert len(fig.layout.shapes) == 3 and len(fig.data[0].hovertext) == 3
+
+
+# -- plotly's property check: on in the tests, off in the app ------------------------------------------
+def test_the_tests_check_every_figure_and_a_bad_property_fails():
+    from viz import _common as vc
+
+    assert vc.VALIDATE_FIGURES, "tests/conftest.py switches plotly's check on for every test"
+    with pytest.raises(ValueError, match="colourscale"):
+        vc.figure([dict(type="heatmap", z=[[1.0]], colourscale="Blues")], {})
+
+
+def test_an_unchecked_figure_sends_the_browser_the_same_json(monkeypatch):
+    """What Streamlit sends (``plotly.io.to_json`` of ``return_figure_from_figure_or_data``) is the same JSON
+    (the same values; keys may come in another order) whether plotly checked the figure or not."""
+    import plotly.io as pio
+    import plotly.tools
+
+    from viz import _common as vc
+
+    T = len(TGT_IN)
+    a = causal(dirichlet(2, 4, T, T))
+    builders = [
+        lambda: mosaic(a, TGT_IN, TGT_IN, kind="dec_self", predicted=TGT_OUT),
+        lambda: heatmap(a[1, 2], TGT_IN, TGT_IN, kind="dec_self", predicted=TGT_OUT, layer=1, head=2),
+        lambda: difference_heatmap(
+            one_map(a[0, 0], TGT_IN, TGT_IN, kind="dec_self"), one_map(a[1, 1], TGT_IN, TGT_IN, kind="dec_self")
+        ),
+    ]
+
+    def sent(fig: go.Figure) -> dict:
+        return json.loads(pio.to_json(plotly.tools.return_figure_from_figure_or_data(fig, True), validate=False))
+
+    checked = [sent(b()) for b in builders]
+    monkeypatch.setattr(vc, "VALIDATE_FIGURES", False)
+    assert [sent(b()) for b in builders] == checked

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import html
 import math
+import os
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+import plotly.graph_objects as go
 
 from model.records import ABLATED, FUTURE, HIDDEN, KINDS, REASON_NAMES, UNWRITTEN, VISIBLE, WINDOW
 
@@ -82,6 +84,21 @@ def base_layout(title: str | None, **kw) -> dict:
             layout[name] = {**layout[name], **kw.pop(name)}
     layout.update(kw)
     return layout
+
+
+# Plotly checks every property of a figure against its schema as the figure is made: about two thirds of the
+# time a page spends building its figures (the 7 figures of Inside one head: 35-43 ms checked, 11-15 ms not;
+# bench/README.md, 8.). The builders here make figures from plain dicts without that check. The tests switch it
+# back on (tests/conftest.py sets ATTENTION_EXPLORER_VALIDATE_FIGURES=1), so that every figure any test builds,
+# page runs included, is checked by plotly itself: a misspelled property fails a test, not a lesson.
+VALIDATE_FIGURES = os.environ.get("ATTENTION_EXPLORER_VALIDATE_FIGURES") == "1"
+
+
+def figure(data: Sequence[dict], layout: dict) -> go.Figure:
+    """``go.Figure(data=data, layout=layout)``: traces and layout as plain dicts (``type="heatmap"``, ...), checked
+    against plotly's schema only where ``VALIDATE_FIGURES`` (tests). Raises ValueError for an invalid property
+    when checked."""
+    return go.Figure(data=list(data), layout=layout, _validate=VALIDATE_FIGURES)
 
 
 # -- label sizes and margins -----------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from viz._common import (
     check_tokens,
     diverging_colors,
     esc,
+    figure,
     gap_for,
     heatmap_axes,
     heatmap_margins,
@@ -102,8 +103,7 @@ def _mask_trace(sel: np.ndarray, reason: int, x, y, hovertemplate: str | None, c
     """A flat grey heatmap over the cells in ``sel`` (NaN elsewhere): masked cells are not weight 0.
 
     ``reason`` is a reason code of ``model.records``. A trace dict (``type="heatmap"``) for
-    ``go.Figure(data=...)``: a ``go.Heatmap`` object would be validated twice, once made and once
-    copied into the figure."""
+    ``viz._common.figure``."""
     z = np.where(sel, np.float32(1), np.float32(np.nan)).astype(np.float32)
     color = MASK_COLORS[reason]
     kw = dict(hoverinfo="skip") if hovertemplate is None else dict(hovertemplate=hovertemplate, customdata=customdata)
@@ -247,7 +247,7 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
     # every tile's frame in ONE path shape: a shape per tile costs ~0.1 ms each to build and one DOM node each to draw
     frames = dict(type="path", path="".join(outlines), xref="x", yref="y", line=dict(color="#c8c8c8", width=0.6), layer="above")
 
-    # the whole layout as one dict, handed to go.Figure once: every update_layout / update_xaxes call
+    # the whole layout as one dict, handed to the figure once: every update_layout / update_xaxes call
     # re-walks plotly's property tree, which took ~3/4 of the time to build a mosaic
     kind_title = KIND_NAMES[kind] + " · every layer (rows) × head (columns)"
     top = 85 if title is None or title else 45
@@ -269,7 +269,7 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
         xaxis=xaxis,
         yaxis=yaxis,
     )
-    return go.Figure(data=traces, layout=layout)
+    return figure(traces, layout)
 
 
 def mosaic_tile(fig: go.Figure, layer: int, head: int) -> np.ndarray:
@@ -380,7 +380,7 @@ def attention_heatmap(view: MapView, *, title: str | None = None) -> go.Figure:
         xaxis=xaxis,
         yaxis=yaxis,
     )
-    return go.Figure(data=traces, layout=layout)
+    return figure(traces, layout)
 
 
 # -- before / after ---------------------------------------------------------------------------------
@@ -442,4 +442,4 @@ def difference_heatmap(
         xaxis=xaxis,
         yaxis=yaxis,
     )
-    return go.Figure(data=[heat], layout=layout)
+    return figure([heat], layout)

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from model.records import EncoderDistance
-from viz._common import HIGHLIGHT, MARGIN_MIN, as_array, axis, axis_margin, base_layout, esc, short
+from viz._common import HIGHLIGHT, MARGIN_MIN, as_array, axis, axis_margin, base_layout, esc, figure, short
 from viz.tokens import display
 
 SAME = "#4c78a8"  # a token that is the same piece in both inputs
@@ -80,4 +80,4 @@ def distance_figure(d: EncoderDistance, *, title: str | None = None) -> go.Figur
         yaxis=axis("distance", range=[0, 1.08 * peak], showgrid=True),
         meta={"scale": d.scale, "by_position": d.by_position},
     )
-    return go.Figure(data=[bar], layout=layout)
+    return figure([bar], layout)

@@ -31,6 +31,7 @@ from viz._common import (
     check_tokens,
     diverging_colors,
     esc,
+    figure,
     heatmap_axes,
     heatmap_margins,
     short,
@@ -166,7 +167,7 @@ def methods_figure(e: Explanation, layer: int, head: int | None = None, *, title
         yaxis=yaxis,
         hovermode="closest",
     )
-    return go.Figure(data=[heat, *_hidden_marks(e, len(names))], layout=layout)
+    return figure([heat, *_hidden_marks(e, len(names))], layout)
 
 
 def heads_figure(e: Explanation, layer: int, *, title: str | None = None) -> go.Figure:
@@ -231,7 +232,7 @@ def heads_figure(e: Explanation, layer: int, *, title: str | None = None) -> go.
         margin=dict(l=90, r=90, t=80, b=120),
         **layout_axes,
     )
-    return go.Figure(data=traces, layout=layout)
+    return figure(traces, layout)
 
 
 def agreement_figure(e: Explanation, layer: int, head: int | None = None, *, title: str | None = None) -> go.Figure:
@@ -277,7 +278,7 @@ def agreement_figure(e: Explanation, layer: int, head: int | None = None, *, tit
         xaxis=xaxis,
         yaxis=yaxis,
     )
-    return go.Figure(data=[heat], layout=layout)
+    return figure([heat], layout)
 
 
 def agreement_table(e: Explanation, layer: int, head: int | None = None) -> pd.DataFrame:
@@ -337,7 +338,7 @@ def logit_lens_figure(lens: LayerLens, *, title: str | None = None) -> go.Figure
         xaxis=xaxis,
         yaxis=yaxis,
     )
-    return go.Figure(data=[heat], layout=layout)
+    return figure([heat], layout)
 
 
 def decoder_lens_table(lens: LayerLens) -> pd.DataFrame:

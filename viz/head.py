@@ -37,6 +37,7 @@ from viz._common import (
     colorbar_margin,
     diverging_colors,
     esc,
+    figure,
     token_labels,
 )
 from viz.tokens import display
@@ -157,7 +158,7 @@ def vector_strip(
         annotations=notes,
         meta={"rows": names, "n": n},
     )
-    return go.Figure(data=[trace], layout=layout)
+    return figure([trace], layout)
 
 
 def input_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
@@ -284,7 +285,7 @@ def scores_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
         yaxis=axis("score"),
         meta={"mask": t.mask.tolist()},
     )
-    return go.Figure(data=traces, layout=layout)
+    return figure(traces, layout)
 
 
 def weights_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
@@ -323,7 +324,7 @@ def weights_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
         yaxis=axis("weight", range=[0, 1.12]),
         meta={"sum": total},
     )
-    return go.Figure(data=[trace], layout=layout)
+    return figure([trace], layout)
 
 
 def weighted_sum_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:

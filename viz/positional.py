@@ -113,7 +113,7 @@ def pe_matrix(
         xaxis=vc.axis("dimension", type="category", tickmode="array", tickvals=list(range(0, D, step)), ticktext=x_ticks),
         yaxis=vc.axis("position", autorange="reversed"),
     )
-    return go.Figure(data=[heat], layout=layout)
+    return vc.figure([heat], layout)
 
 
 def pe_curves(
@@ -176,7 +176,7 @@ def pe_curves(
         xaxis=vc.axis("position", range=[0, max(N - 1, 1)]),
         yaxis=vc.axis("PE value", range=[-1.1, 1.1] if bounded else None, zeroline=True),
     )
-    return go.Figure(data=traces, layout=layout)
+    return vc.figure(traces, layout)
 
 
 def pe_similarity(pe, *, cosine: bool = True, title: str | None = None) -> go.Figure:
@@ -226,7 +226,7 @@ def pe_similarity(pe, *, cosine: bool = True, title: str | None = None) -> go.Fi
             constraintoward="top",
         ),
     )
-    return go.Figure(data=[heat], layout=layout)
+    return vc.figure([heat], layout)
 
 
 def word_order_figure(demo: WordOrder, *, title: str | None = None) -> go.Figure:
@@ -316,4 +316,4 @@ def word_order_figure(demo: WordOrder, *, title: str | None = None) -> go.Figure
         xaxis=vc.axis("token of sentence B", tickmode="array", tickvals=list(range(S)), ticktext=ticks),
         yaxis=vc.axis(y_title, rangemode="tozero"),
     )
-    return go.Figure(data=traces, layout=layout)
+    return vc.figure(traces, layout)

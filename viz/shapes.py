@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from model.records import Stage
-from viz._common import HIGHLIGHT, base_layout, esc
+from viz._common import HIGHLIGHT, base_layout, esc, figure
 
 
 def _check(shapes) -> list[Stage]:
@@ -126,30 +126,28 @@ def shapes_figure(shapes: Sequence[Stage], *, title: str | None = None, split_at
         (xa, ya), (xb, yb) = centres[mem], centres[target]
         annotations.append(_arrow((xa + box_w / 2, ya), (xb - box_w / 2, yb), color=HIGHLIGHT, width=1.5))
     n_rows = max(len(c) for c in cols)
-    # invisible markers at box centres carry the hover (a stage's meaning)
-    fig = go.Figure(
-        go.Scatter(
-            x=[centres[i][0] for i in range(len(rows))],
-            y=[centres[i][1] for i in range(len(rows))],
-            mode="markers",
-            marker=dict(size=30, opacity=0),
-            hovertext=[f"<b>{esc(r.name)}</b> {shape_text(r.shape)}<br>{esc(r.meaning)}" for r in rows],
-            hoverinfo="text",
-            name="stages",
-            showlegend=False,
-        )
+    stages = dict(  # invisible markers at box centres carry the hover (a stage's meaning)
+        type="scatter",
+        x=[centres[i][0] for i in range(len(rows))],
+        y=[centres[i][1] for i in range(len(rows))],
+        mode="markers",
+        marker=dict(size=30, opacity=0),
+        hovertext=[f"<b>{esc(r.name)}</b> {shape_text(r.shape)}<br>{esc(r.meaning)}" for r in rows],
+        hoverinfo="text",
+        name="stages",
+        showlegend=False,
     )
     headers = ["encoder side", "decoder side"] if len(cols) == 2 else []
     for c, text in enumerate(headers):
         annotations.append(
             dict(x=0.25 + 0.5 * c, y=-0.75, text=f"<b>{text}</b>", showarrow=False, font=dict(size=13, color="#444"))
         )
-    fig.update_layout(
-        **base_layout(title or "Data flow of this input, stage by stage (B = batch, S = source length, T = target length)"),
+    layout = base_layout(
+        title or "Data flow of this input, stage by stage (B = batch, S = source length, T = target length)",
         shapes=shapes_,
         annotations=annotations,
         height=int(n_rows * 46 + 140),
+        xaxis=dict(visible=False, range=[0, 1], fixedrange=True),
+        yaxis=dict(visible=False, range=[n_rows - 0.4, -1.1], fixedrange=True),
     )
-    fig.update_xaxes(visible=False, range=[0, 1], fixedrange=True)
-    fig.update_yaxes(visible=False, range=[n_rows - 0.4, -1.1], fixedrange=True)
-    return fig
+    return figure([stages], layout)

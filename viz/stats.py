@@ -50,36 +50,33 @@ def rollout_figure(roll, tokens: Sequence[str], *, title: str | None = None, hei
         x0 = vc.tile_origin(0, l, S, S, gap)[1]
         cd[:, x0 : x0 + S] = l + 1
     x = vc.mosaic_axis([hover] * L, gap)
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=x,
-            y=hover,
-            customdata=cd,
-            **vc.weight_colors("share"),
-            hoverongaps=False,
-            hovertemplate="<b>rollout through layer %{customdata}</b><br>state at: %{y}<br>draws on input token: %{x}"
-            "<br>share %{z:.3f}<extra></extra>",
-            name="rollout",
-        )
+    heat = dict(
+        type="heatmap",
+        z=z,
+        x=x,
+        y=hover,
+        customdata=cd,
+        **vc.weight_colors("share"),
+        hoverongaps=False,
+        hovertemplate="<b>rollout through layer %{customdata}</b><br>state at: %{y}<br>draws on input token: %{x}"
+        "<br>share %{z:.3f}<extra></extra>",
+        name="rollout",
     )
     cols_at = [vc.tile_origin(0, l, S, S, gap)[1] + j for l in range(L) for j in range(S)]
     annotations = [vc.tile_label(vc.tile_origin(0, l, S, S, gap)[1], 0, f"<b>after layer {l + 1}</b>") for l in range(L)]
     cell = float(np.clip(900 / (L * S + (L - 1) * gap), 6, 36))
-    fig.update_layout(
-        **vc.base_layout(
-            title
-            or "Attention rollout (Abnar & Zuidema 2020)<br><sup>how much each position (row) draws on each input token (column), "
-            "through the residual stream and every layer so far</sup>"
-        ),
+    x_ticks = dict(tickvals=cols_at, ticktext=tick * L, **vc.tick_style(cell, rotate=True))  # cell < 40 px: ticks turned -90°
+    y_ticks = dict(tickvals=list(range(S)), ticktext=tick)
+    xaxis, yaxis = vc.heatmap_axes("input token", "position (state after the layer)", x_ticks, y_ticks)
+    layout = vc.base_layout(
+        title
+        or "Attention rollout (Abnar & Zuidema 2020)<br><sup>how much each position (row) draws on each input token (column), "
+        "through the residual stream and every layer so far</sup>",
         annotations=annotations,
         height=height or int(S * cell + 230),
         meta={"L": L, "S": S, "gap": gap},
+        margin=vc.heatmap_margins(x_ticks, y_ticks, top=90, colorbar="share"),
+        xaxis=xaxis,
+        yaxis=yaxis,
     )
-    x_ticks = dict(tickvals=cols_at, ticktext=tick * L, **vc.tick_style(cell, rotate=True))  # cell < 40 px: ticks turned -90°
-    y_ticks = dict(tickvals=list(range(S)), ticktext=tick)
-    fig.update_layout(margin=vc.heatmap_margins(x_ticks, y_ticks, top=90, colorbar="share"))
-    xaxis, yaxis = vc.heatmap_axes("input token", "position (state after the layer)", x_ticks, y_ticks)
-    fig.update_xaxes(**xaxis)
-    fig.update_yaxes(**yaxis)
-    return fig
+    return vc.figure([heat], layout)

@@ -23,6 +23,7 @@ from viz._common import (
     check_tokens,
     colorbar_margin,
     esc,
+    figure,
     overhang,
     short,
     text_px,
@@ -117,7 +118,7 @@ def candidates_bar(step: StepView, *, title: str | None = None) -> go.Figure:
         xaxis=axis("probability", range=[0, 1.12], tickvals=[0, 0.25, 0.5, 0.75, 1.0], ticktext=x_ticks, showgrid=True),
         yaxis=axis(tickmode="array", tickvals=list(range(n)), ticktext=ticktext, autorange="reversed"),
     )
-    return go.Figure(data=[bar], layout=layout)
+    return figure([bar], layout)
 
 
 def step_attention(
@@ -224,7 +225,7 @@ def step_attention(
         xaxis=x_axis,
         yaxis=y_axis,
     )
-    return go.Figure(data=[trace], layout=layout)
+    return figure([trace], layout)
 
 
 # -- beam search -----------------------------------------------------------------------------------
@@ -304,8 +305,16 @@ def beam_tree(beam: BeamTree, *, title: str | None = None) -> go.Figure:
         xs += [x[p], x[nid], None]
         ys += [y[p], y[nid], None]
     traces = [
-        go.Scatter(x=ex, y=ey, mode="lines", line=dict(color="#c9c9c9", width=1), hoverinfo="skip", name="expansions"),
-        go.Scatter(x=bx, y=by, mode="lines", line=dict(color=HIGHLIGHT, width=3), hoverinfo="skip", name="best hypothesis"),
+        dict(type="scatter", x=ex, y=ey, mode="lines", line=dict(color="#c9c9c9", width=1), hoverinfo="skip", name="expansions"),
+        dict(
+            type="scatter",
+            x=bx,
+            y=by,
+            mode="lines",
+            line=dict(color=HIGHLIGHT, width=3),
+            hoverinfo="skip",
+            name="best hypothesis",
+        ),
     ]
     best_set = set(best)
     for finished in (False, True):
@@ -323,7 +332,8 @@ def beam_tree(beam: BeamTree, *, title: str | None = None) -> go.Figure:
                 s += "<br><i>on the best path</i>"
             hover.append(s)
         traces.append(
-            go.Scatter(
+            dict(
+                type="scatter",
                 x=[x[i] for i in ids],
                 y=[y[i] for i in ids],
                 mode="markers+text",
@@ -347,22 +357,20 @@ def beam_tree(beam: BeamTree, *, title: str | None = None) -> go.Figure:
         ("live hypothesis", "circle", "#9ecae1"),
         ("finished (ended with &lt;eos&gt;)", "square", "#555"),
     ):
-        traces.append(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(symbol=symbol, size=9, color=color), name=label))
+        traces.append(
+            dict(type="scatter", x=[None], y=[None], mode="markers", marker=dict(symbol=symbol, size=9, color=color), name=label)
+        )
     n_leaves = max(1, int(max(y.values())) + 1)
-    fig = go.Figure(traces)
-    fig.update_layout(
-        **base_layout(
-            title
-            or "Beam search tree<br><sup>each column is one output step; orange: the best hypothesis; squares: finished</sup>"
-        ),
+    max_x = max(x.values())
+    layout = base_layout(
+        title or "Beam search tree<br><sup>each column is one output step; orange: the best hypothesis; squares: finished</sup>",
         height=int(np.clip(22 * n_leaves + 190, 260, 900)),
         legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"),
         hovermode="closest",
+        margin=dict(t=100, l=10, r=10, b=60),  # room below for the step numbers and the axis title
+        xaxis=dict(
+            title=dict(text="output step"), dtick=1, range=[-0.3, max_x + 0.9], showgrid=True, gridcolor="#f0f0f0", zeroline=False
+        ),
+        yaxis=dict(visible=False, autorange="reversed"),
     )
-    fig.update_layout(margin=dict(t=100, l=10, r=10, b=60))  # room below for the step numbers and the axis title
-    max_x = max(x.values())
-    fig.update_xaxes(
-        title=dict(text="output step"), dtick=1, range=[-0.3, max_x + 0.9], showgrid=True, gridcolor="#f0f0f0", zeroline=False
-    )
-    fig.update_yaxes(visible=False, autorange="reversed")
-    return fig
+    return figure(traces, layout)
