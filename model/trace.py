@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from model.analysis import DecodeSettings, analyze
+from model.analysis import Analysis, DecodeSettings, analyze
 from model.records import KINDS, VISIBLE, HeadTrace, shift_right
 from model.tokenizer import Tokenizer
 from model.transformer import (
@@ -100,6 +100,7 @@ def head_trace(
     query: int,
     settings: DecodeSettings | None = None,
     iv: Interventions = NO_INTERVENTIONS,
+    analysis: Analysis | None = None,
 ) -> HeadTrace:
     """Trace head ``head`` of ``kind`` in ``layer`` for query row ``query`` of the translation of ``text``.
 
@@ -111,6 +112,8 @@ def head_trace(
             ``Maps`` (query: a source position for enc_self, a decoder input position otherwise).
         settings: ``model.analysis.DecodeSettings`` (None: ``DecodeSettings()``, greedy).
         iv: interventions (hidden source tokens, causal mask, window, temperature, ablated heads, PE).
+        analysis: ``analyze(model, tok, text, settings, iv)`` where the caller has it already (the app's pages
+            do): the translation is then not decoded a second time. It must be that call's result.
 
     Returns:
         A ``HeadTrace``; its ``weights`` equal row ``query`` of the map ``analyze`` returns (all 0 there
@@ -121,7 +124,7 @@ def head_trace(
         ValueError: for an unknown kind, or a layer, head or query out of range.
     """
     _check(kind, layer, head, model)
-    a = analyze(model, tok, text, DecodeSettings() if settings is None else settings, iv)
+    a = analysis if analysis is not None else analyze(model, tok, text, DecodeSettings() if settings is None else settings, iv)
     cfg, device = model.cfg, next(model.parameters()).device
     n_q = len(a.source.tokens if kind == "enc_self" else a.tgt_in_tokens)
     if not 0 <= query < n_q:

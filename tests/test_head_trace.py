@@ -208,6 +208,19 @@ def test_trace_follows_beam_and_sampled_translations(rev, settings):
     check_trace(rev.model, rev.tokenizer, t, settings, IVS["none"])
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("iv", ["none", "window", "ablated"])
+def test_a_trace_given_the_pages_analysis_is_the_same_trace(rev, kind, iv):
+    """The pages hand ``head_trace`` the analysis they already have: the same trace, field by field."""
+    settings = DecodeSettings(method="beam", beam_size=3)
+    a = analyze(rev.model, rev.tokenizer, TEXT, settings, IVS[iv])
+    kw = dict(kind=kind, layer=1, head=1, query=2, settings=settings, iv=IVS[iv])
+    t, given = head_trace(rev.model, rev.tokenizer, TEXT, **kw), head_trace(rev.model, rev.tokenizer, TEXT, analysis=a, **kw)
+    for name, v in vars(t).items():
+        w = getattr(given, name)
+        assert (np.array_equal(v, w) if isinstance(v, np.ndarray) else v == w), name
+
+
 def test_a_trace_is_plain_data_that_pickles(rev):
     t = head_trace(rev.model, rev.tokenizer, TEXT, kind="enc_self", layer=0, head=0, query=0)
     back = pickle.loads(pickle.dumps(t))  # st.cache_data stores results pickled
