@@ -1,6 +1,6 @@
 """Model calls in a process of their own, so that a server's script threads and the model do not share one GIL.
 
-Streamlit runs every session's script in a thread of the server process. With ``model.limits.CallLimit`` at
+Streamlit runs every session's script in a thread of the server process. With ``serving.limits.CallLimit`` at
 most one call per core is in the model, but the model's per-step Python and the pages' figure building
 still take turns on one GIL: a burst of 60 students kept the server at 0.7-1.0 of its 2 cores
 (bench/README.md, "A whole class at once"). A worker process has a GIL of its own, so the model runs on
@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 from model.checkpoint import Loaded, load_checkpoint
-from model.limits import CallLimit
+from serving.limits import CallLimit
 
 log = logging.getLogger(__name__)
 

@@ -67,7 +67,7 @@ def _loaded(path: Path):
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    """One torch thread, as the app's model calls run (``model.limits.CallLimit``): with two OpenMP threads on a
+    """One torch thread, as the app's model calls run (``serving.limits.CallLimit``): with two OpenMP threads on a
     machine whose cores are busy, Integrated Gradients' many small batches ran 30-40x slower."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)

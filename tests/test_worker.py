@@ -1,4 +1,4 @@
-"""model/worker.py: a call gives the same result in the worker process as in the calling process (one at a time
+"""serving/worker.py: a call gives the same result in the worker process as in the calling process (one at a time
 or from many threads at once), the worker's exceptions reach the caller, and a dead worker is replaced."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 
 from model.analysis import DecodeSettings, InputError, analyze
 from model.checkpoint import PRETRAINED, load_checkpoint
-from model.limits import CallLimit
 from model.transformer import Interventions
-from model.worker import ModelWorker
+from serving.limits import CallLimit
+from serving.worker import ModelWorker
 
 CKPT = PRETRAINED / "en-de"
 pytestmark = pytest.mark.skipif(not (CKPT / "model.safetensors").exists(), reason=f"needs the checkpoint {CKPT}")

@@ -32,11 +32,11 @@ from model.analysis import (
 )
 from model.attribution import explain, ig_part, layer_lens, norm_weighted_maps
 from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
-from model.limits import CallLimit
 from model.records import KINDS, Explanation, IGPart, LayerLens, WordOrder, rollout, shift_right
 from model.settings import NO_INTERVENTIONS, Interventions
 from model.stats import head_stats
-from model.worker import ModelWorker
+from serving.limits import CallLimit
+from serving.worker import ModelWorker
 from ui import catalog, keys
 
 MODELS_DIR = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", PRETRAINED))  # folders holding config.json

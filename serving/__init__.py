@@ -1,0 +1,7 @@
+"""Serving plumbing: how one server process shares one model among many sessions, apart from the model itself.
+
+- ``serving.limits``: ``CallLimit``, a process-wide limit on model calls at once (one per core, one torch thread each);
+- ``serving.worker``: ``ModelWorker``, the model calls in a worker process of their own (a GIL of its own).
+
+``ui/state.py`` puts every cached model call behind both; ``model/`` knows nothing of them.
+"""
