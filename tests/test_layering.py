@@ -6,7 +6,8 @@
   neither torch nor ``model.transformer``.
 - ``ui/`` reaches the model through ``ui/state.py`` alone (the cached model calls): no other module under ``ui/``
   imports torch or ``model.transformer`` at module level; the pages name ``Interventions`` and ``DecodeSettings``
-  from the torch-free ``model.settings``.
+  from the torch-free ``model.settings``; and no other module under ``ui/`` keeps a cache of its own
+  (``st.cache_data`` / ``st.cache_resource``).
 - No module of ``model/`` imports, at module level (``if TYPE_CHECKING`` blocks included), a module
   that imports it back, directly or through others. An import inside a function body runs on call,
   not on import, and is the one way to reach a module that depends on this one.
@@ -103,3 +104,21 @@ def test_only_ui_state_imports_torch_or_the_transformer():
             found[str(path.relative_to(ROOT))] = sorted(bad)
     assert "model.settings.Interventions" in module_level_imports(ROOT / "ui" / "pages" / "masks.py"), "the scan must see it"
     assert found == {}, f"only ui/state.py may import torch or model.transformer: {found}"
+
+
+def cached_functions(path: Path) -> list[str]:
+    """Functions of ``path`` decorated with ``st.cache_data`` or ``st.cache_resource`` (called or bare)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in node.decorator_list:
+                target = d.func if isinstance(d, ast.Call) else d
+                if isinstance(target, ast.Attribute) and target.attr in ("cache_data", "cache_resource"):
+                    names.append(node.name)
+    return names
+
+
+def test_every_cached_model_call_is_in_ui_state():
+    assert "run_head_trace" in cached_functions(MODEL_GATE) and "load_model" in cached_functions(MODEL_GATE)
+    elsewhere = {str(p.relative_to(ROOT)): cached_functions(p) for p in sorted((ROOT / "ui").rglob("*.py")) if p != MODEL_GATE}
+    assert {f: names for f, names in elsewhere.items() if names} == {}, "cached calls belong in ui/state.py"

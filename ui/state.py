@@ -26,15 +26,17 @@ from model.analysis import (
     Maps,
     analyze,
     decode_time_maps,
+    encoder_distance,
     reference_maps,
     step_trace,
     word_order_demo,
 )
 from model.attribution import explain, ig_part, layer_lens, norm_weighted_maps
 from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
-from model.records import KINDS, Explanation, IGPart, LayerLens, WordOrder, rollout, shift_right
+from model.records import KINDS, EncoderDistance, Explanation, HeadTrace, IGPart, LayerLens, WordOrder, rollout, shift_right
 from model.settings import NO_INTERVENTIONS, Interventions
 from model.stats import head_stats
+from model.trace import head_trace
 from serving.limits import CallLimit
 from serving.worker import ModelWorker
 from ui import catalog, keys
@@ -238,6 +240,22 @@ def run_layer_lens(path: str, text: str, settings: DecodeSettings, iv: Intervent
     m = load_model(path)
     a = run_analysis(path, text, settings, iv)
     return MODEL_WORKER.call(m, layer_lens, a.source.ids, a.out_ids, iv)
+
+
+@st.cache_data(show_spinner="Encoding both sentences…", max_entries=16)
+def run_encoder_distance(path: str, a: str, b: str) -> EncoderDistance:
+    """``model.analysis.encoder_distance`` of sentences ``a`` and ``b``."""
+    m = load_model(path)
+    return MODEL_WORKER.call(m, encoder_distance, a, b)
+
+
+@st.cache_data(show_spinner="Tracing one head…", max_entries=64, hash_funcs=IV_HASH)
+def run_head_trace(
+    path: str, text: str, settings: DecodeSettings, iv: Interventions, kind: str, layer: int, head: int, query: int
+) -> HeadTrace:
+    """``model.trace.head_trace`` of one input, kind, layer, head and query (0-based) under ``settings`` and ``iv``."""
+    m = load_model(path)
+    return MODEL_WORKER.call(m, head_trace, text, kind=kind, layer=layer, head=head, query=query, settings=settings, iv=iv)
 
 
 def mask_interventions() -> Interventions:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.analysis import Analysis, DecodeSettings, EncoderDistance, InputError, encoder_distance
-from model.records import KIND_NAMES, attention_view
+from model.analysis import InputError
+from model.records import KIND_NAMES, Analysis, attention_view
+from model.settings import DecodeSettings
 from ui import catalog, keys, state
 from ui.widgets import (
     MAX_CHARS,
@@ -32,14 +33,6 @@ from ui.widgets import (
 from viz import attention as va
 from viz import compare as vc
 from viz import tokens as vt
-
-
-@st.cache_data(show_spinner="Encoding both sentences…", max_entries=16)
-def run_encoder_distance(path: str, a: str, b: str) -> EncoderDistance:
-    """``model.analysis.encoder_distance`` of sentences ``a`` and ``b``."""
-    m = state.load_model(path)
-    return state.MODEL_WORKER.call(m, encoder_distance, a, b)
-
 
 # -- the two sentences, from a preset or typed; the URL keeps them -----------------------------------------------------
 
@@ -172,7 +165,7 @@ def attention(path: str, settings: DecodeSettings, a: str, b: str, ra: Analysis,
 
 def distances(path: str, a: str, b: str) -> None:
     st.subheader("Which tokens' representations moved")
-    d = run_encoder_distance(path, a, b)
+    d = state.run_encoder_distance(path, a, b)
     show(vc.distance_figure(d), "cmp_distance")
     how = (
         "A and B have the same number of source pieces, so they are paired position by position."

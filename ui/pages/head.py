@@ -14,9 +14,8 @@ import math
 
 import streamlit as st
 
-from model.records import KIND_NAMES, HeadTrace
-from model.settings import DecodeSettings, Interventions
-from model.trace import head_trace
+from model.records import KIND_NAMES
+from model.settings import Interventions
 from ui import keys, state
 from ui.widgets import clamped_slider, md_escape, n_layers_of, show, table_height, url_radio
 from viz import head as vh
@@ -28,15 +27,6 @@ KIND_WHERE = {
     "cross": "**q comes from the decoder state** (the output token being written), **K and V from the encoder memory** "
     "(the source sentence): this is where the decoder looks up the source.",
 }
-
-
-@st.cache_data(show_spinner="Tracing one head…", max_entries=64, hash_funcs=state.IV_HASH)
-def run_head_trace(
-    path: str, text: str, settings: DecodeSettings, iv: Interventions, kind: str, layer: int, head: int, query: int
-) -> HeadTrace:
-    """``model.trace.head_trace`` of one input, kind, layer, head and query (0-based) under ``settings`` and ``iv``."""
-    m = state.load_model(path)
-    return state.MODEL_WORKER.call(m, head_trace, text, kind=kind, layer=layer, head=head, query=query, settings=settings, iv=iv)
 
 
 def what_if(ctx: state.Ctx, kind: str, layer: int, head: int) -> Interventions:
@@ -110,7 +100,7 @@ def pick_query(rows: list[str], note: str) -> int:
 
 def render(ctx: state.Ctx) -> None:
     kind, layer, head, iv, query = pick(ctx)
-    t = run_head_trace(ctx.path, ctx.text, ctx.settings, iv, kind, layer, head, query)
+    t = state.run_head_trace(ctx.path, ctx.text, ctx.settings, iv, kind, layer, head, query)
     D, Dh, H = t.x.shape[0], t.d_head, t.n_heads
     st.markdown(f"**{vh.where(t)}**, {md_escape(vh.query_name(t))}. {KIND_WHERE[kind]}")
 

@@ -16,9 +16,8 @@ from functools import partial
 import plotly.graph_objects as go
 import streamlit as st
 
-from model.analysis import DecodeSettings
 from model.records import KIND_NAMES
-from model.settings import Interventions
+from model.settings import DecodeSettings, Interventions
 from ui import explaining, keys, state
 from ui.lesson_text import LESSON
 from ui.widgets import (

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.analysis import Analysis
-from model.records import KIND_NAMES, KINDS, attention_view
+from model.records import KIND_NAMES, KINDS, Analysis, attention_view
 from model.settings import Interventions
 from ui import keys, state
 from ui.widgets import MapCsv, chips, diff_marks, head_label, n_layers_of, pick_layer_head, show, text_box
