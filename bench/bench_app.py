@@ -84,15 +84,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, models: str | None, log_path: Path, flags: list[str] = ()) -> subprocess.Popen:
+def start_server(
+    port: int, models: str | None, log_path: Path, flags: list[str] = (), *, root: Path = bl.ROOT, cpus: str | None = None
+) -> subprocess.Popen:
+    """``streamlit run app.py`` of the checkout ``root`` (default: this one) on 127.0.0.1:``port``; ``cpus``: a
+    ``taskset -c`` CPU list to pin it (and its model worker) to."""
     env = dict(os.environ)
     if models:
         env["ATTENTION_EXPLORER_MODELS"] = str(models)
-    cmd = [sys.executable, "-m", "streamlit", "run", str(bl.ROOT / "app.py"), "--server.headless", "true", "--server.address", "127.0.0.1",
+    cmd = [sys.executable, "-m", "streamlit", "run", str(Path(root) / "app.py"), "--server.headless", "true", "--server.address", "127.0.0.1",
            "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", *flags]  # fmt: skip
-    return subprocess.Popen(
-        cmd, cwd=bl.ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT, start_new_session=True
-    )
+    if cpus:
+        cmd = ["taskset", "-c", cpus, *cmd]
+    return subprocess.Popen(cmd, cwd=root, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def stop_server(proc: subprocess.Popen) -> None:
