@@ -21,8 +21,9 @@ show "cl100k id".
 
 One difference from ``MarianTokenizer``, on purpose: text that spells a special token (``"</s>"``, ``"<pad>"``)
 is ordinary text here, cut by SentencePiece, as ``model.tokenizer`` treats ``<|endoftext|>``; ``MarianTokenizer``
-turns it into the special id. Needs the ``sentencepiece`` package (``requirements-import.txt``), imported only when
-such a tokenizer is built, so the app runs without it on its own models.
+turns it into the special id. Needs the ``sentencepiece`` package (``requirements.txt``), imported only when
+such a tokenizer is built, so the app runs without it on its own models (an installation without it is told what
+to install).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ import pytest
 import torch
 
 pytest.importorskip(
-    "sentencepiece", reason="the importer's tokenizer needs sentencepiece (pip install -r requirements-import.txt)"
+    "sentencepiece", reason="the importer's tokenizer needs sentencepiece (pip install -r requirements.txt)"
 )
 pytest.importorskip(
     "transformers", reason="the original MarianMTModel comes from transformers (pip install -r requirements-import.txt)"
@@ -380,7 +380,7 @@ def test_without_sentencepiece_an_imported_model_says_what_to_install(source, tm
     says what to install (the app then shows another model), and this project's own checkpoints load as before."""
     import_marian(source, tmp_path / "imported")
     monkeypatch.setitem(sys.modules, "sentencepiece", None)  # as if it were not installed
-    with pytest.raises(CheckpointError, match=r"sentencepiece package: pip install -r requirements-import\.txt"):
+    with pytest.raises(CheckpointError, match=r"sentencepiece package: pip install -r requirements\.txt"):
         load_checkpoint(tmp_path / "imported", "cpu")
     if (ROOT / "pretrained" / "reverse" / "config.json").is_file():
         assert load_checkpoint(ROOT / "pretrained" / "reverse", "cpu").tokenizer.origin_id_name == "cl100k id"
