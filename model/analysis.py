@@ -17,7 +17,7 @@ token t, which predicted token t + 1 (``tgt_in_tokens[t]`` -> ``tgt_out_tokens[t
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 
 import numpy as np
@@ -65,9 +65,13 @@ __all__ = [  # the records are re-exported: ``from model.analysis import Maps`` 
     "prepare_source",
     "reference_maps",
     "step_trace",
+    "step_views",
     "teacher_forced",
     "word_order_demo",
 ]
+
+
+STEP_CANDIDATES = 8  # top candidates kept per decoding step (the step view's bar chart)
 
 
 class InputError(ValueError):
@@ -267,8 +271,10 @@ def analyze(
             hypotheses=[(tok.decode(h), s) for h, s in res.hypotheses],
         )
     else:
-        # Each step's rows are those of the pass that chose its token: keep them as the maps.
-        steps = list(generate_steps(model, src.ids, iv=iv, sampling=settings.sampling(), max_new=budget, k=1, enc=enc))
+        # Each step's rows are those of the pass that chose its token: keep them as the maps, and the steps
+        # with their candidates (the step view shows them: no second decoding)
+        sampling = settings.sampling()
+        steps = list(generate_steps(model, src.ids, iv=iv, sampling=sampling, max_new=budget, k=STEP_CANDIDATES, enc=enc))
         chosen = [s.chosen for s in steps]
         out = strip(chosen, cfg.eos_id)
         finished = bool(chosen) and chosen[-1] == cfg.eos_id
@@ -293,6 +299,7 @@ def analyze(
         settings=asdict(settings),
         interventions=iv_dict(iv),
         beam=beam,
+        steps=None if beam is not None else step_views(tok, steps, iv, len(src.ids)),
     )
 
 
@@ -304,7 +311,7 @@ def step_trace(
     settings: DecodeSettings = DecodeSettings(),
     iv: Interventions = NO_INTERVENTIONS,
     forced: Sequence[int] = (),
-    k: int = 8,
+    k: int = STEP_CANDIDATES,
 ) -> list[StepView]:
     """Every step of decoding ``src_ids`` (ids ending in <eos>) with an optional forced prefix.
 
@@ -312,9 +319,16 @@ def step_trace(
     ``Analysis.beam``. Each ``StepView.masks`` holds the cells ``iv`` hid in its query row.
     """
     budget = min(settings.max_new or max_new_tokens(model, len(src_ids)), model.cfg.max_len - 1)
+    steps = generate_steps(model, src_ids, iv=iv, sampling=settings.sampling(), forced=forced, k=k, max_new=budget)
+    return step_views(tok, steps, iv, len(src_ids))
+
+
+def step_views(tok: Tokenizer, steps: Iterable[Step], iv: Interventions, n_src: int) -> list[StepView]:
+    """Decoding steps (``model.decoding.Step``) as plain ``StepView`` records, with the cells ``iv`` hid in each
+    step's query row; ``n_src``: source length S."""
     views = []
-    for s in generate_steps(model, src_ids, iv=iv, sampling=settings.sampling(), forced=forced, k=k, max_new=budget):
-        masks = iv_masks(iv, len(src_ids), s.t + 1)  # the row of step t is the last row of a (t + 1)-token input
+    for s in steps:
+        masks = iv_masks(iv, n_src, s.t + 1)  # the row of step t is the last row of a (t + 1)-token input
         views.append(
             StepView(
                 t=s.t,

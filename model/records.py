@@ -354,7 +354,8 @@ class Analysis:
 
     Decoder maps: row t is the query at ``tgt_in_tokens[t]``, which predicted ``tgt_out_tokens[t]``
     (``shift_right``). settings: ``asdict(DecodeSettings)``; interventions: ``iv_dict(iv)``; beam:
-    the tree when the method was beam search.
+    the tree when the method was beam search; steps: the decoding steps with their top candidates when it
+    was greedy or sampling (what ``model.analysis.step_trace`` returns for this input with no forced prefix).
     """
 
     source: Source
@@ -367,6 +368,7 @@ class Analysis:
     settings: dict
     interventions: dict
     beam: BeamTree | None = None
+    steps: list[StepView] | None = None
 
     def view(self, kind: str) -> AttentionView:
         """Every layer and head of ``kind`` with this input's tokens and hidden cells."""

@@ -264,6 +264,36 @@ def test_analyze_shows_the_maps_of_the_translation_it_made(reverse, method):
             np.testing.assert_allclose(s.self_attn, a.maps.dec_self[:, :, s.t, : s.t + 1], atol=1e-5)
 
 
+@pytest.mark.parametrize("method", ["greedy", "sample", "beam"])
+@pytest.mark.parametrize("iv", [Interventions(), Interventions(causal=False, temperature=2.0, ablate=frozenset({("cross", 0, 1)}))])
+def test_the_analysis_holds_the_steps_that_step_trace_gives(reverse, method, iv):
+    """The step view takes the analysis's own steps (no second decoding): the same records ``step_trace`` makes,
+    tokens, candidates, hidden cells, and probabilities and weights up to float rounding (the analysis encodes with
+    the weights kept, step_trace on the fused path); beam search steps through greedily, so it has none."""
+    tok, settings = reverse.tokenizer, DecodeSettings(method, beam_size=3, seed=5, top_k=4)
+    a = analyze(reverse.model, tok, " m n o p q", settings, iv)
+    if method == "beam":
+        assert a.steps is None
+        return
+    want = step_trace(reverse.model, tok, a.source.ids, settings=settings, iv=iv)
+    assert len(a.steps) == len(want) and [s.chosen for s in a.steps][: len(a.out_ids)] == a.out_ids
+    for got, w in zip(a.steps, want, strict=True):
+        for name, v in vars(w).items():
+            g = getattr(got, name)
+            if isinstance(v, np.ndarray):
+                np.testing.assert_allclose(g, v, atol=1e-6, err_msg=name)
+            elif name == "candidates":
+                assert [c[:2] for c in g] == [c[:2] for c in v], name
+                np.testing.assert_allclose([c[2] for c in g], [c[2] for c in v], atol=1e-6, err_msg=name)
+            elif name == "chosen_prob":
+                assert g == pytest.approx(v, abs=1e-6), name
+            elif name == "masks":
+                assert g.keys() == v.keys() and all((g[k].reasons == v[k].reasons).all() for k in v), name
+                assert all(g[k].ablated == v[k].ablated for k in v), name
+            else:
+                assert g == v, name
+
+
 def decode_time_maps(model, src: list[int], tgt_in: list[int], tgt_out: list[int], iv: Interventions):
     """The oracle, written without the KV cache or ``analyze``: for every step t, one full forward pass
     over the prefix ``tgt_in[: t + 1]`` (what the decoder had when it chose ``tgt_out[t]``), keeping its
