@@ -3,7 +3,9 @@
 Start it with ``streamlit run app.py``. This script is the frame: page config, the model picker and
 decoding settings in the sidebar, the source sentence box, and ``st.navigation`` over one page per
 view (``ui/pages/*.py``, each at its own URL path: /translate, /attention, /steps, /positional, /masks,
-/stats, /shapes, /head, /compare, /explain, /lesson). It computes nothing itself: the pages call the caches in ``ui.state``.
+/stats, /shapes, /head, /compare, /explain, /lesson). Each page is a function, ``ui.pages.<page>.page(frame)``, that
+``st.navigation`` runs with this run's ``ui.state.Frame`` (model, sentence, decoding settings). It computes nothing
+itself: the pages call the caches in ``ui.state``.
 
 The URL holds sentence, model, method, kind, layer, head and step (short keys such as ``method=beam``,
 ``kind=cross``), so a teacher can share a link to exactly what she sees. Links of the single-page app
@@ -13,15 +15,17 @@ translated once, on arrival, and switched to their page.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import textwrap
+from collections.abc import Callable
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from model.analysis import DecodeSettings
 from model.checkpoint import CheckpointError, Loaded
+from model.settings import DecodeSettings
 from ui import catalog, keys, state
 from ui.widgets import MAX_CHARS, cut_url_text, cut_warning, md_escape, url_radio
 
@@ -200,10 +204,20 @@ def source_box(path: str) -> str:
 
 def main() -> None:
     st.set_page_config(page_title="Attention Explorer", page_icon="🔎", layout="wide")
-    pages = {spec.path: st.Page(spec.file, title=spec.title, url_path=spec.path) for spec in catalog.PAGES}
+    frame: state.Frame | None = None  # read below, after the navigation; the page runs last and is handed it
+
+    def runs(spec: catalog.PageSpec) -> Callable[[], None]:
+        """What ``st.navigation`` runs for ``spec``: its module's ``page`` function, given this run's frame."""
+
+        def run() -> None:
+            importlib.import_module(spec.module).page(frame)
+
+        return run
+
+    pages = {spec.path: st.Page(runs(spec), title=spec.title, url_path=spec.path) for spec in catalog.PAGES}
     # "/" runs Translate too (hidden), then follow_old_link moves it to /translate: every page has its own path.
     root = st.Page(
-        catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE].file, title="Translate", url_path="", default=True, visibility="hidden"
+        runs(catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE]), title="Translate", url_path="", default=True, visibility="hidden"
     )
     current = st.navigation([root, *pages.values()], position="top")
     cut_url_text(keys.SENTENCE)  # at the door: a link's long text is cut before anything (box, model) reads it
@@ -225,7 +239,8 @@ def main() -> None:
     if spec.path != "steps":
         st.session_state[keys.PLAYING] = False  # "Play" belongs to the step view
     st.caption(spec.teaches)
-    st.session_state[keys.FRAME] = state.Frame(path, text, settings)
+    frame = state.Frame(path, text, settings)
+    st.session_state[keys.FRAME] = frame  # the model it used, for on_model_change; pages get the frame as an argument
     try:
         with state.PAGE_RUNS:  # a class arriving at once: first come, first drawn
             current.run()

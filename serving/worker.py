@@ -64,10 +64,11 @@ def _call(path: str, fn, args: tuple, kwargs: dict, tokenizer: bool):
 def _no_main_script():
     """While a process is spawned, ``__main__`` is a blank module, so the child imports no script of the caller's.
 
-    A spawned child first runs the caller's ``__main__`` file (as ``__mp_main__``), and Streamlit makes each page
-    script ``__main__`` while it runs: the worker would import the whole app, or die in a page that draws at
-    import (``state.frame()`` outside a session). The functions the worker runs travel by module name and need
-    nothing from ``__main__``. Only ``sys.modules["__main__"]`` changes, for the few milliseconds of the start,
+    A spawned child first runs the caller's ``__main__`` file (as ``__mp_main__``), and Streamlit makes its main
+    script ``__main__`` while it runs. The pages are functions now (they drew at import before), but the main
+    script still would run in the worker: app.py would import Streamlit and all of ``ui/`` there for nothing, and
+    a script that draws at its top level (an ``AppTest.from_function`` script, as the page tests use) would die
+    outside a session. The functions the worker runs travel by module name and need nothing from ``__main__``. Only ``sys.modules["__main__"]`` changes, for the few milliseconds of the start,
     and it is put back unless a script run replaced it meanwhile.
     """
     main = sys.modules.get("__main__")

@@ -1,5 +1,7 @@
 """What an ``AppTest`` run handed to the browser, read back for the app tests: its exceptions and errors,
-its plotly figures as JSON (``json.loads(chart.proto.spec)``) with their arrays decoded, and what Streamlit logged.
+its plotly figures as JSON (``json.loads(chart.proto.spec)``) with their arrays decoded, and what Streamlit logged;
+and how the tests open a page (``switch_to``: a page of app.py by its URL path; ``page_alone``: one page's function
+with a frame, without app.py).
 
 Not a test module (pytest collects ``test_*.py`` only); the app tests import it by name, since pytest puts
 ``tests/`` on ``sys.path`` for them.
@@ -15,6 +17,7 @@ from contextlib import contextmanager
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
 
 
 def ok(at: AppTest) -> AppTest:
@@ -22,6 +25,33 @@ def ok(at: AppTest) -> AppTest:
     assert not at.exception, [e.value for e in at.exception]
     assert not [e.value for e in at.error], [e.value for e in at.error]
     return at
+
+
+def switch_to(at: AppTest, path: str) -> AppTest:
+    """``at`` set to open the page at URL path ``/path`` on its next ``run()``, as a link to that page does.
+
+    The pages are functions (``st.Page(fn, url_path=path)`` in app.py), and ``AppTest.switch_page`` finds file pages
+    only; ``st.navigation`` keys every page by ``calc_hash(url_path)``, the hash a browser's URL path selects, and
+    ``AppTest`` requests the page of ``_page_hash`` (what ``switch_page`` sets for a file page).
+    """
+    at._page_hash = calc_hash(path)
+    return at
+
+
+def _run_page(page: str, model_path: str, text: str) -> None:
+    """The script of ``page_alone``: ``AppTest.from_function`` runs this body with its arguments."""
+    import importlib
+
+    from model.settings import DecodeSettings
+    from ui import state
+
+    importlib.import_module(f"ui.pages.{page}").page(state.Frame(model_path, text, DecodeSettings()))
+
+
+def page_alone(page: str, model_path: str, text: str, *, timeout: float) -> AppTest:
+    """An ``AppTest`` of ``ui.pages.<page>.page`` alone, handed the frame app.py would hand it (this model and text,
+    greedy decoding); not yet run."""
+    return AppTest.from_function(_run_page, args=(page, model_path, text), default_timeout=timeout)
 
 
 def decode(v) -> np.ndarray:

@@ -1,6 +1,6 @@
 """The Streamlit app run headless with ``streamlit.testing.v1.AppTest``.
 
-Each page (opened with ``AppTest.switch_page("ui/pages/<page>.py")``), each slider/toggle/button
+Each page (opened by its URL path with ``app_charts.switch_to``), each slider/toggle/button
 changed, with no exception; and the figures the app hands to the browser (read back from the chart
 protos as JSON) hold the model's real numbers: heatmap rows sum to 1, masked cells are not drawn as
 weights, axis labels are the tokens, a tile of a mosaic is the head it claims to be. The URL keeps
@@ -31,7 +31,7 @@ if not (REVERSE / "config.json").exists():
         allow_module_level=True,
     )
 
-from app_charts import chart, charts, decode, ok  # noqa: E402  (tests/app_charts.py)
+from app_charts import chart, charts, decode, ok, switch_to  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from model.analysis import DecodeSettings, analyze, step_trace  # noqa: E402
@@ -66,11 +66,11 @@ def open_url(**params) -> AppTest:
 
 
 def run_app(page: str | None = None, **params) -> AppTest:
-    """Open ``page`` (``ui/pages/<page>.py``; None: the root URL, which opens Translate) with these URL query
+    """Open ``page`` (its URL path, ``/<page>``; None: the root URL, which opens Translate) with these URL query
     parameters (short keys), and check it did not fail."""
     at = open_url(**params)
     if page is not None:
-        at.switch_page(f"ui/pages/{page}.py").run()
+        switch_to(at, page).run()
     return ok(at)
 
 

@@ -484,9 +484,9 @@ def _app(monkeypatch, model: str, sentence: str):
 
 
 def _every_token(at, n_expected: int) -> None:
-    from app_charts import chart, ok
+    from app_charts import chart, ok, switch_to
 
-    ok(at.switch_page("ui/pages/explain.py").run())
+    ok(switch_to(at, "explain").run())
     rows = at.select_slider(key="token").options
     assert len(rows) == n_expected
     for t in range(len(rows)):
@@ -528,12 +528,12 @@ def test_the_page_renders_every_output_token_of_the_example_on_the_shipped_model
 
 
 def test_the_page_follows_the_mask_labs_interventions_and_the_contrast(monkeypatch, rev):
-    from app_charts import chart, decode, ok
+    from app_charts import chart, decode, ok, switch_to
 
     at = _app(monkeypatch, "reverse", SENTENCE)
-    ok(at.switch_page("ui/pages/masks.py").run())
+    ok(switch_to(at, "masks").run())
     at.multiselect(key="hide").set_value([1]).run()
-    ok(at.switch_page("ui/pages/explain.py").run())
+    ok(switch_to(at, "explain").run())
     assert any("Following the Mask lab" in i.value for i in at.info)
     fig = chart(at, "Why ")
     z = decode(fig["data"][0]["z"]).astype(float)
@@ -555,10 +555,10 @@ def test_the_page_follows_the_mask_labs_interventions_and_the_contrast(monkeypat
 
 
 def test_the_attention_page_draws_norm_weighted_shares_of_every_head(monkeypatch, rev):
-    from app_charts import chart, ok
+    from app_charts import chart, ok, switch_to
 
     at = _app(monkeypatch, "reverse", SENTENCE)
-    ok(at.switch_page("ui/pages/attention.py").run())
+    ok(switch_to(at, "attention").run())
     at.toggle(key="norm_weighted").set_value(True).run()
     ok(at)
     fig = chart(at, "norm-weighted")

@@ -3,7 +3,7 @@
 The figures the page hands to the browser (read back from the chart protos as JSON) carry the model's
 numbers: the weights bar sums to 1 and equals the head's map in ``analyze``; masked keys get weight 0
 and a score of −∞ with the reason; an intervention picked on the page shows up in the numbers. The page
-runs on its own (``AppTest.from_file`` of the page with the frame preset, as app.py sets it) and, once
+runs on its own (``app_charts.page_alone``: its ``page`` function handed the frame app.py would hand it) and, once
 it is in the app's navigation (``ui.catalog.PAGES``), inside the app. On the small ``reverse`` checkpoint.
 """
 
@@ -18,19 +18,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", ROOT / "pretrained"))
 REVERSE = MODELS / "reverse"
-PAGE = str(ROOT / "ui" / "pages" / "head.py")
 TIMEOUT = 180  # seconds per script run: the first one loads the model
 
 if not (REVERSE / "config.json").exists():
     pytest.skip(f"no reverse checkpoint at {REVERSE}", allow_module_level=True)
 
-from app_charts import chart, decode, ok  # noqa: E402  (tests/app_charts.py)
+from app_charts import chart, decode, ok, page_alone, switch_to  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from model.analysis import DecodeSettings, analyze  # noqa: E402
+from model.analysis import analyze  # noqa: E402
 from model.checkpoint import load_checkpoint  # noqa: E402
 from model.transformer import Interventions  # noqa: E402
-from ui import catalog, keys, state  # noqa: E402
+from ui import catalog, keys  # noqa: E402
 
 SENTENCE = " a b c d e"
 
@@ -42,8 +41,7 @@ def rev():
 
 def open_page(**params) -> AppTest:
     """Run the page once, with the frame app.py would set (reverse model, greedy) and these URL parameters."""
-    at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
-    at.session_state[keys.FRAME] = state.Frame(str(REVERSE), SENTENCE, DecodeSettings())
+    at = page_alone("head", str(REVERSE), SENTENCE, timeout=TIMEOUT)
     for k, v in params.items():
         at.query_params[k] = str(v)
     return ok(at.run())
@@ -134,7 +132,7 @@ def test_page_inside_the_app(monkeypatch):
     at.query_params["model"] = "reverse"
     at.query_params["sentence"] = SENTENCE
     ok(at.run())
-    ok(at.switch_page("ui/pages/head.py").run())
+    ok(switch_to(at, "head").run())
     w, _, _ = weights_and_scores(at)
     assert abs(w.sum() - 1) < 1e-5
 

@@ -8,6 +8,8 @@
   imports torch or ``model.transformer`` at module level; the pages name ``Interventions`` and ``DecodeSettings``
   from the torch-free ``model.settings``; and no other module under ``ui/`` keeps a cache of its own
   (``st.cache_data`` / ``st.cache_resource``).
+- A page is a function of the frame: each module of ``ui/pages/`` defines ``page(frame)`` (app.py's ``st.navigation``
+  runs it) and draws nothing at import: its top level holds only imports, definitions and assignments.
 - No module of ``model/`` imports, at module level (``if TYPE_CHECKING`` blocks included), a module
   that imports it back, directly or through others. An import inside a function body runs on call,
   not on import, and is the one way to reach a module that depends on this one.
@@ -21,6 +23,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from ui import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCH_FREE = ["model.records", "model.settings", "model.stats", "viz"] + sorted(
@@ -122,3 +126,18 @@ def test_every_cached_model_call_is_in_ui_state():
     assert "run_head_trace" in cached_functions(MODEL_GATE) and "load_model" in cached_functions(MODEL_GATE)
     elsewhere = {str(p.relative_to(ROOT)): cached_functions(p) for p in sorted((ROOT / "ui").rglob("*.py")) if p != MODEL_GATE}
     assert {f: names for f, names in elsewhere.items() if names} == {}, "cached calls belong in ui/state.py"
+
+
+def test_pages_are_functions_that_draw_nothing_at_import():
+    for spec in catalog.PAGES:
+        path = ROOT / "ui" / "pages" / f"{spec.path}.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert "page" in defs and [a.arg for a in defs["page"].args.args] == ["frame"], f"{path.name}: no page(frame)"
+        quiet = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+        drawing = [
+            n.lineno
+            for n in tree.body
+            if not isinstance(n, quiet) and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+        ]
+        assert drawing == [], f"{path.name} runs code at import, lines {drawing}"

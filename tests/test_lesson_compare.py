@@ -8,8 +8,8 @@ from the two translations), its difference map is B's map minus A's when the two
 is absent otherwise, and the encoder distances are 0 for identical inputs and positive where they differ.
 The lesson walks from step 1 to the last with Next (the URL follows, every step draws its figure with the
 model's numbers), goes back with Previous, opens at ``?lesson=5``, and presenter mode adds its CSS. Pages
-run on their own (``AppTest.from_file`` of the page with the frame preset, as app.py sets it) on the
-small ``reverse`` checkpoint; the minimal pair "too tired / too wide" runs on ``en-de`` when it is there.
+run on their own (``app_charts.page_alone``: the ``page`` function handed the frame app.py would hand it) on
+the small ``reverse`` checkpoint; the minimal pair "too tired / too wide" runs on ``en-de`` when it is there.
 """
 
 from __future__ import annotations
@@ -31,15 +31,15 @@ TIMEOUT = 180  # seconds per script run: the first one loads the model
 if not (REVERSE / "config.json").exists():
     pytest.skip(f"no reverse checkpoint at {REVERSE}", allow_module_level=True)
 
-from app_charts import chart, decode, ok, titles  # noqa: E402  (tests/app_charts.py)
+from app_charts import chart, decode, ok, page_alone, switch_to, titles  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from model.analysis import DecodeSettings, align_pieces, analyze, encoder_distance, step_trace, teacher_forced  # noqa: E402
+from model.analysis import align_pieces, analyze, encoder_distance, step_trace, teacher_forced  # noqa: E402
 from model.attribution import explain  # noqa: E402
 from model.checkpoint import load_checkpoint  # noqa: E402
 from model.records import ATTENTION, EncoderDistance, head_average, shift_right  # noqa: E402
 from model.transformer import Interventions  # noqa: E402
-from ui import catalog, keys, state  # noqa: E402
+from ui import catalog, keys  # noqa: E402
 from ui.lesson_text import LESSON  # noqa: E402
 from viz.compare import distance_figure  # noqa: E402
 
@@ -59,8 +59,7 @@ def rev():
 
 def open_page(page: str, model: Path = REVERSE, sentence: str = SENTENCE, **params) -> AppTest:
     """Run ``ui/pages/<page>.py`` once, with the frame app.py would set (greedy) and these URL parameters."""
-    at = AppTest.from_file(str(ROOT / "ui" / "pages" / f"{page}.py"), default_timeout=TIMEOUT)
-    at.session_state[keys.FRAME] = state.Frame(str(model), sentence, DecodeSettings())
+    at = page_alone(page, str(model), sentence, timeout=TIMEOUT)
     for k, v in params.items():
         at.query_params[k] = str(v)
     return ok(at.run())
@@ -335,6 +334,6 @@ def test_page_inside_the_app(page):
     at.query_params["model"] = "reverse"
     at.query_params["sentence"] = SENTENCE
     ok(at.run())
-    ok(at.switch_page(f"ui/pages/{page}.py").run())
+    ok(switch_to(at, page).run())
     assert catalog.PAGE_BY_PATH[page].teaches in [c.value for c in at.caption]
     assert at.get("plotly_chart") or at.dataframe

@@ -21,13 +21,13 @@ pytest.importorskip("transformers", reason="the test model is built with transfo
 
 import marian_support as ms  # noqa: E402  (tests/marian_support.py)
 import sentencepiece as spm  # noqa: E402
-from app_charts import chart, charts, decode, ok  # noqa: E402  (tests/app_charts.py)
+from app_charts import chart, charts, decode, ok, page_alone, switch_to  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 from transformers import MarianTokenizer  # noqa: E402
 
-from model.analysis import DecodeSettings, analyze  # noqa: E402
+from model.analysis import analyze  # noqa: E402
 from model.import_marian import import_marian  # noqa: E402
-from ui import catalog, keys, state  # noqa: E402
+from ui import catalog, state  # noqa: E402
 from viz.tokens import display  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +66,7 @@ def run_app(page: str | None = None, **params) -> AppTest:
         at.query_params[k] = str(v)
     ok(at.run())
     if page is not None:
-        ok(at.switch_page(f"ui/pages/{page}.py").run())
+        ok(switch_to(at, page).run())
     return at
 
 
@@ -127,8 +127,7 @@ def test_attention_mosaic_is_analyzes_maps_and_rows_sum_to_one(models, kind):
 @pytest.mark.parametrize(("kind", "layer", "head", "query"), [("enc_self", 2, 3, 2), ("dec_self", 2, 1, 1), ("cross", 1, 4, 0)])
 def test_inside_one_head_shows_analyzes_weights(models, kind, layer, head, query):
     folder, loaded, _ = models
-    at = AppTest.from_file(str(ROOT / "ui" / "pages" / "head.py"), default_timeout=TIMEOUT)
-    at.session_state[keys.FRAME] = state.Frame(str(folder / NAME), SENTENCE, DecodeSettings())
+    at = page_alone("head", str(folder / NAME), SENTENCE, timeout=TIMEOUT)
     for k, v in {"kind": kind, "layer": layer, "head": head, "query": query}.items():
         at.query_params[k] = str(v)
     ok(at.run())

@@ -25,7 +25,8 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, REVERSE, SENTENCE, TIMEOUT, check_drawn_weights, open_url, run_app
 
 from model.checkpoint import CheckpointError, CheckpointNotFoundError, load_checkpoint
-from ui import state, widgets
+from ui import state
+from ui.pages import attention as attention_page
 from ui.widgets import MAX_CHARS, md_escape
 from viz.tokens import display
 
@@ -178,7 +179,7 @@ def test_zoom_caption_shows_dollars_backticks_and_underscores_as_typed(monkeypat
     tokens = state.load_model(str(REVERSE)).tokenizer
     pieces = [p.text for p in tokens.pieces(tokens.encode(MONEY))]
     qi, ki = [i for i, t in enumerate(pieces) if t == char][:2]
-    monkeypatch.setattr(widgets, "clicked_cell", lambda key, n_q, n_k: (qi, ki))
+    monkeypatch.setattr(attention_page, "clicked_cell", lambda key, n_q, n_k: (qi, ki))  # the name the page calls
     at = open_url(view="attention", kind="enc_self", sentence=MONEY)
     [body] = [m.value for m in at.markdown if "gives key" in m.value]
     assert not unescaped(body, "$`_"), body

@@ -11,17 +11,20 @@ from ui import keys
 
 @dataclass(frozen=True)
 class PageSpec:
-    """One page: its URL path (``/attention``), file, menu title and what it teaches."""
+    """One page: its URL path (``/attention``), module, menu title and what it teaches."""
 
-    path: str  # URL path and file name under ui/pages/
+    path: str  # URL path and module name under ui/pages/
     title: str
     teaches: str  # one caption under the source box: the idea this page shows
     old_view: str  # its key in single-page links: ?view=<old_view>
 
     @property
-    def file(self) -> str:
-        """The page script, relative to app.py."""
-        return f"ui/pages/{self.path}.py"
+    def module(self) -> str:
+        """The page's module, ``ui.pages.<path>``: its function ``page(frame: ui.state.Frame)`` draws the page.
+
+        Named, not imported: the pages import ``ui.state``, which imports this catalog. app.py imports the module
+        when its page runs."""
+        return f"ui.pages.{self.path}"
 
 
 PAGES = (

@@ -274,7 +274,9 @@ def analysis_json(a: Analysis) -> str:
 
 @dataclass(frozen=True)
 class Frame:
-    """What the frame (app.py) read from the sidebar and the source box, for the page it runs."""
+    """What the frame (app.py) read from the sidebar and the source box: the argument of the page it runs
+    (``ui.pages.<page>.page(frame)``). app.py also keeps the last one in ``st.session_state[keys.FRAME]``, where
+    ``on_model_change`` reads the model it replaces."""
 
     path: str  # checkpoint folder
     text: str  # source sentence as typed
@@ -296,17 +298,11 @@ class Ctx:
         return self.loaded.model.cfg
 
 
-def frame() -> Frame:
-    """The frame of this run (set by app.py before it runs the page)."""
-    return st.session_state[keys.FRAME]
-
-
-def page_context() -> Ctx | None:
-    """The current input analysed, or None after telling the user why not (no text, or text the model refuses).
+def page_context(f: Frame) -> Ctx | None:
+    """The frame's input analysed, or None after telling the user why not (no text, or text the model refuses).
 
     Text longer than the model reads is cut, with a warning that shows the part the model sees.
     """
-    f = frame()
     if not f.text.strip():
         st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
         return None

@@ -79,5 +79,7 @@ def attention_zoom(ctx: state.Ctx, kind: str) -> None:
     show(fig, "zoom_row", csv=MapCsv(row, [f"head {h + 1}" for h in range(row.shape[0])], k))
 
 
-if (ctx := state.page_context()) is not None:
-    attention_panel(ctx)
+def page(frame: state.Frame) -> None:
+    """Attention for the frame's input: what app.py's navigation runs (a hint instead when there is none)."""
+    if (ctx := state.page_context(frame)) is not None:
+        attention_panel(ctx)

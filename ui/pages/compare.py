@@ -198,4 +198,7 @@ def render(path: str, settings: DecodeSettings) -> None:
     distances(path, a, b)
 
 
-render(state.frame().path, state.frame().settings)
+def page(frame: state.Frame) -> None:
+    """Compare for the frame's model and decoding settings: what app.py's navigation runs (the two sentences are
+    the page's own, not the source box's)."""
+    render(frame.path, frame.settings)

@@ -102,5 +102,7 @@ def render(ctx: state.Ctx) -> None:
         st.caption("An empty row: reading that layer, the decoder wrote <eos> at once.")
 
 
-if (ctx := state.page_context()) is not None:
-    render(ctx)
+def page(frame: state.Frame) -> None:
+    """Attention vs attribution for the frame's input: what app.py's navigation runs (a hint instead when there is none)."""
+    if (ctx := state.page_context(frame)) is not None:
+        render(ctx)

@@ -155,5 +155,7 @@ def render(ctx: state.Ctx) -> None:
     show(vh.output_figure(t), "head_output")
 
 
-if (ctx := state.page_context()) is not None:
-    render(ctx)
+def page(frame: state.Frame) -> None:
+    """Inside one head for the frame's input: what app.py's navigation runs (a hint instead when there is none)."""
+    if (ctx := state.page_context(frame)) is not None:
+        render(ctx)

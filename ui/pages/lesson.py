@@ -235,5 +235,7 @@ def render(ctx: state.Ctx) -> None:
     DRAW[step.key](ctx)
 
 
-if (ctx := state.page_context()) is not None:
-    render(ctx)
+def page(frame: state.Frame) -> None:
+    """the Lesson for the frame's input: what app.py's navigation runs (a hint instead when there is none)."""
+    if (ctx := state.page_context(frame)) is not None:
+        render(ctx)

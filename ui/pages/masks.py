@@ -167,5 +167,7 @@ def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) ->
         show(va.attention_mosaic(after_all, title=f"After: {KIND_NAMES[kind]}"), "mask_mosaic")
 
 
-if (ctx := state.page_context()) is not None:
-    render(ctx)
+def page(frame: state.Frame) -> None:
+    """the Mask lab for the frame's input: what app.py's navigation runs (a hint instead when there is none)."""
+    if (ctx := state.page_context(frame)) is not None:
+        render(ctx)

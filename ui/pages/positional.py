@@ -68,4 +68,6 @@ def word_order(path: str) -> None:
     show(vp.word_order_figure(demo), "word_order")
 
 
-render(state.frame().path)  # needs no source sentence
+def page(frame: state.Frame) -> None:
+    """Positional encoding for the frame's model: what app.py's navigation runs (it needs no source sentence)."""
+    render(frame.path)

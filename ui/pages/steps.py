@@ -264,5 +264,7 @@ def reference_fragment(ctx: state.Ctx, ref: str) -> None:
     st.dataframe(probs, width="stretch", height=min(table_height(probs), 400), column_config={"model's probability": PROBABILITY})
 
 
-if (ctx := state.page_context()) is not None:
-    render(ctx)
+def page(frame: state.Frame) -> None:
+    """Step through generation for the frame's input: what app.py's navigation runs (a hint instead when there is none)."""
+    if (ctx := state.page_context(frame)) is not None:
+        render(ctx)

@@ -69,5 +69,7 @@ def render(ctx: state.Ctx) -> None:
     )
 
 
-if (ctx := state.page_context()) is not None:
-    render(ctx)
+def page(frame: state.Frame) -> None:
+    """Translate for the frame's input: what app.py's navigation runs (a hint instead when there is none)."""
+    if (ctx := state.page_context(frame)) is not None:
+        render(ctx)
