@@ -182,9 +182,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device | None = None) 
     try:
         tok = load_tokenizer(p)
     except ModuleNotFoundError as e:  # an imported model, and no sentencepiece here
-        raise CheckpointError(
-            f"its tokenizer needs the {e.name} package: pip install -r requirements.txt", folder=p
-        ) from e
+        raise CheckpointError(f"its tokenizer needs the {e.name} package: pip install -r requirements.txt", folder=p) from e
     except (OSError, ValueError, TypeError) as e:
         reason = str(e).replace(f"{p}{os.sep}", "")  # the loaders name files by their path: by their name here
         raise CheckpointError(f"vocab.json cannot be read ({reason})", folder=p) from e

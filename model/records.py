@@ -425,12 +425,13 @@ class StepView:
     masks: dict[str, KindMask]
 
 
-def trace_view(steps: Sequence[StepView], kind: str, src_tokens: list[str]) -> AttentionView:
+def trace_view(steps: Sequence[StepView], kind: str, src_tokens: list[str], *, causal: bool = True) -> AttentionView:
     """Every layer and head of the decoder ``kind`` over ``steps`` (steps 0 .. t, in order): row i is
     step i's query, which predicted ``steps[i].chosen_token``.
 
     dec_self keys are the last step's prefix; a key after step i's prefix did not exist when its
-    query ran, so it is ``FUTURE``. Cross keys are the source tokens ``src_tokens``.
+    query ran: ``FUTURE`` where the steps ran under the causal mask (``causal``, as the mask would hide
+    it), else ``UNWRITTEN``. Cross keys are the source tokens ``src_tokens``.
     Raises ValueError for no steps or kind "enc_self".
     """
     if not steps or kind not in ("dec_self", "cross"):
@@ -443,7 +444,7 @@ def trace_view(steps: Sequence[StepView], kind: str, src_tokens: list[str]) -> A
         return AttentionView(kind, attn, last.prefix_tokens, src_tokens, predicted, reasons, last.masks[kind].ablated)
     L, H = last.self_attn.shape[:2]
     attn = np.zeros((L, H, T, T), dtype=np.float32)
-    reasons = np.full((T, T), FUTURE, dtype=np.int8)
+    reasons = np.full((T, T), FUTURE if causal else UNWRITTEN, dtype=np.int8)
     for i, s in enumerate(steps):
         attn[:, :, i, : i + 1] = s.self_attn  # row i: the query at step i over the prefix <bos> .. y_i
         reasons[i, : i + 1] = s.masks["dec_self"].reasons[0]

@@ -218,7 +218,7 @@ def test_a_trace_given_the_pages_analysis_is_the_same_trace(rev, kind, iv):
     t, given = head_trace(rev.model, rev.tokenizer, TEXT, **kw), head_trace(rev.model, rev.tokenizer, TEXT, analysis=a, **kw)
     for name, v in vars(t).items():
         w = getattr(given, name)
-        assert (np.array_equal(v, w) if isinstance(v, np.ndarray) else v == w), name
+        assert np.array_equal(v, w) if isinstance(v, np.ndarray) else v == w, name
 
 
 def test_a_trace_is_plain_data_that_pickles(rev):

@@ -30,9 +30,7 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip(
-    "sentencepiece", reason="the importer's tokenizer needs sentencepiece (pip install -r requirements.txt)"
-)
+pytest.importorskip("sentencepiece", reason="the importer's tokenizer needs sentencepiece (pip install -r requirements.txt)")
 pytest.importorskip(
     "transformers", reason="the original MarianMTModel comes from transformers (pip install -r requirements-import.txt)"
 )
