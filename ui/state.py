@@ -20,6 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from model.analysis import (
+    STEP_CANDIDATES,
     Analysis,
     DecodeSettings,
     InputError,
@@ -43,7 +44,7 @@ from ui import catalog, keys
 
 MODELS_DIR = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", PRETRAINED))  # folders holding config.json
 MODEL_ORDER = ("en-de", "en-de-captions", "reverse")  # listed first, in this order; the first is the default
-TOP_K = 8  # candidates shown per decoding step
+TOP_K = STEP_CANDIDATES  # candidates shown per decoding step (analyze keeps as many)
 MODEL_CALLS = CallLimit.for_cores()  # every model call below: a class of sessions at once does not oversubscribe the cores
 # ... and runs in a worker process of its own (a GIL of its own); ATTENTION_EXPLORER_MODEL_PROCESS=0 keeps them in this one
 MODEL_WORKER = ModelWorker(MODEL_CALLS, enabled=os.environ.get("ATTENTION_EXPLORER_MODEL_PROCESS", "1") != "0")
@@ -154,10 +155,12 @@ def run_analysis(path: str, text: str, settings: DecodeSettings, iv: Interventio
 
 @st.cache_data(show_spinner="Decoding step by step…", max_entries=64)
 def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int, ...]) -> list:
-    """``model.analysis.step_trace`` of one input with a forced output prefix (compact ids)."""
-    m = load_model(path)
+    """``model.analysis.step_trace`` of one input with a forced output prefix (compact ids); with none, the analysis's
+    own steps (``Analysis.steps``, the same records: greedy and sampling decode once)."""
     a = run_analysis(path, text, settings)
-    return MODEL_WORKER.call(m, step_trace, a.source.ids, settings=settings, forced=forced, k=TOP_K)
+    if not forced and a.steps is not None:
+        return a.steps
+    return MODEL_WORKER.call(load_model(path), step_trace, a.source.ids, settings=settings, forced=forced, k=TOP_K)
 
 
 @st.cache_data(show_spinner="Teacher-forcing the reference…", max_entries=32)
@@ -253,9 +256,11 @@ def run_encoder_distance(path: str, a: str, b: str) -> EncoderDistance:
 def run_head_trace(
     path: str, text: str, settings: DecodeSettings, iv: Interventions, kind: str, layer: int, head: int, query: int
 ) -> HeadTrace:
-    """``model.trace.head_trace`` of one input, kind, layer, head and query (0-based) under ``settings`` and ``iv``."""
-    m = load_model(path)
-    return MODEL_WORKER.call(m, head_trace, text, kind=kind, layer=layer, head=head, query=query, settings=settings, iv=iv)
+    """``model.trace.head_trace`` of one input, kind, layer, head and query (0-based) under ``settings`` and ``iv``; it
+    follows ``run_analysis``'s translation (cached: the page has it already), so the worker does not decode again."""
+    a = run_analysis(path, text, settings, iv)
+    kw = dict(kind=kind, layer=layer, head=head, query=query, settings=settings, iv=iv, analysis=a)
+    return MODEL_WORKER.call(load_model(path), head_trace, text, **kw)
 
 
 def mask_interventions() -> Interventions:
