@@ -34,8 +34,9 @@ server of its own. The translation is the Mask lab's "Before" box; the Attention
 so there it is the predicted pieces on the zoom map's rows. A difference counts as a mismatch.
 
 Only 127.0.0.1 and at most 120 students. The load generator (one asyncio loop, this process) runs
-on the same machine; its own CPU time is reported too. ``--py-spy`` records the server during the
-bursts (py-spy from bench/requirements.txt) and prints the functions that took the most samples.
+on the same machine; its own CPU time is reported too. ``--py-spy`` records the server and the model worker
+during the bursts (py-spy from bench/requirements.txt) and prints where their busy samples went, by kind of
+work (``WORK``: the first kind whose marker a sample's stack holds).
 """
 
 from __future__ import annotations
@@ -345,6 +346,36 @@ class Server:
         ba.stop_server(self.proc)
 
 
+WORK = [  # (kind of work, markers in a sample's stack), the first kind that matches names the sample
+    ("model (torch)", ("torch/", "model/transformer.py")),
+    ("plotly: figure to dict / JSON", ("return_figure_from_figure_or_data", "plotly/io/_json.py", "to_dict (plotly")),
+    ("plotly: figure made and checked", ("plotly/basedatatypes.py", "_plotly_utils/")),
+    ("figure builders (viz/)", ("(viz/",)),
+    ("cache: hash, pickle, copy", ("streamlit/runtime/caching/",)),
+    ("results crossing processes (pickle)", ("multiprocessing/", "concurrent/futures/")),
+    ("Streamlit: messages to the browser", ("enqueue", "_write_to_self", "forward_msg", "websocket", "tornado/")),
+    ("Streamlit: elements and widgets", ("streamlit/elements/", "delta_generator.py", "streamlit/navigation/")),
+    ("pages and frame (ui/, app.py)", ("(ui/", "(app.py")),
+]
+
+
+WORKER_WAITS = "_recv (multiprocessing/connection.py"  # the worker's leaf frame while it waits for a call
+
+
+def work_shares(path: Path) -> list[tuple[str, float]]:
+    """Share of the busy samples of one py-spy record (``bench_app.IDLE_FRAMES`` leaves are idle) per kind of
+    ``WORK``, largest first; "other" for the rest (Python start-up, the script runner's own code, ...)."""
+    counts: dict[str, int] = {}
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if any(idle in stack.rsplit(";", 1)[-1] for idle in (*ba.IDLE_FRAMES, WORKER_WAITS)):
+            continue
+        kind = next((k for k, marks in WORK if any(m in stack for m in marks)), "other")
+        counts[kind] = counts.get(kind, 0) + int(n)
+    total = sum(counts.values())
+    return sorted(((k, c / total) for k, c in counts.items()), key=lambda x: -x[1]) if total else []
+
+
 def quantile(xs: list[float], q: float) -> float | None:
     return float(np.percentile(xs, q)) if xs else None
 
@@ -397,14 +428,17 @@ def burst(page: str, n: int, window: float, setup: Setup, reference: dict, spy_t
         if warm["errors"]:
             raise RuntimeError(f"warm-up student failed: {warm['errors']}")
         settle(srv.proc.pid)
-        spy = ba.start_py_spy(srv.proc.pid, spy_to) if spy_to else None
+        spies = []
+        if spy_to:
+            spies = [ba.start_py_spy(srv.proc.pid, spy_to)]
+            spies += [ba.start_py_spy(w, spy_to.with_suffix(".worker.txt")) for w in children(srv.proc.pid)[:1]]
         load = os.getloadavg()[0]
         cpu0, own0, t0 = cpu_seconds(srv.proc.pid), time.process_time(), time.perf_counter()
         students = asyncio.run(crowd(srv.port, page, class_sentences(n), window, CHANGES.get(page)))
         wall, cpu = time.perf_counter() - t0, cpu_seconds(srv.proc.pid) - cpu0
         own = time.process_time() - own0
         mem = memory_mib(srv.proc.pid)
-        if spy is not None:
+        for spy in filter(None, spies):
             spy.send_signal(signal.SIGINT)
             spy.wait(30)
     res = {"page": page, "n": n, "window_s": window, "load_avg_1m_before": round(load, 2), "client_cpu_s": own}
@@ -428,8 +462,9 @@ def run(*, ns: list[int], windows: list[float], pages: list[str], setup: Setup =
             for n in ns:
                 spy_to = bl.RESULTS / "logs" / f"class-py-spy-{page}-{n}-{window:g}.txt" if py_spy else None
                 row = burst(page, n, window, setup, reference, spy_to)
-                if spy_to is not None and spy_to.exists():
-                    res["py_spy_top"][f"{page} {n} in {window:g} s"] = ba.summarise_py_spy(spy_to)
+                for proc, f in (("server", spy_to), ("model worker", spy_to and spy_to.with_suffix(".worker.txt"))):
+                    if f is not None and f.exists():
+                        res["py_spy_top"][f"{proc}, {page} {n} in {window:g} s"] = work_shares(f)
                 res["rows"].append(row)
                 print(row_line(row), flush=True)
     res["targets"] = targets(res["rows"])
@@ -497,7 +532,7 @@ def table(res: dict) -> str:
         out += f"\n\nApp of commit {res['commit']}."
     for what, top in res.get("py_spy_top", {}).items():
         lines = "\n".join(f"    {share:6.1%}  {f}" for f, share in top)
-        out += f"\n\npy-spy, server, busy samples including each function ({what}):\n\n{lines}"
+        out += f"\n\npy-spy, busy samples by kind of work ({what}):\n\n{lines}"
     return out
 
 
@@ -528,7 +563,7 @@ def main() -> None:
     )
     ap.add_argument("--cpus", help="pin the server (and its model worker) and the students to these CPUs (taskset -c list)")
     ap.add_argument("--flag", action="append", default=[], help="extra `streamlit run` option")
-    ap.add_argument("--py-spy", action="store_true", help="profile the server with py-spy during each burst")
+    ap.add_argument("--py-spy", action="store_true", help="profile the server and the model worker during each burst")
     ap.add_argument("--name", default="class", help="results file bench/results/<name>.json")
     args = ap.parse_args()
     ns = [2, 4] if args.quick else [int(x) for x in args.n.split(",")]
