@@ -289,10 +289,10 @@ def children(pid: int) -> list[int]:
     return out
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int, *, with_children: bool = True) -> float:
     """User + system CPU time of process ``pid`` (all its threads) and of its children now, in seconds."""
     total = 0.0
-    for p in [pid, *children(pid)]:
+    for p in [pid, *children(pid)] if with_children else [pid]:
         try:
             f = _stat(p)
         except OSError:
@@ -431,17 +431,21 @@ def burst(page: str, n: int, window: float, setup: Setup, reference: dict, spy_t
         spies = []
         if spy_to:
             spies = [ba.start_py_spy(srv.proc.pid, spy_to)]
-            spies += [ba.start_py_spy(w, spy_to.with_suffix(".worker.txt")) for w in children(srv.proc.pid)[:1]]
+            workers = [c for c in children(srv.proc.pid) if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+            spies += [ba.start_py_spy(w, spy_to.with_suffix(".worker.txt")) for w in workers[:1]]
         load = os.getloadavg()[0]
         cpu0, own0, t0 = cpu_seconds(srv.proc.pid), time.process_time(), time.perf_counter()
+        alone0 = cpu_seconds(srv.proc.pid, with_children=False)
         students = asyncio.run(crowd(srv.port, page, class_sentences(n), window, CHANGES.get(page)))
         wall, cpu = time.perf_counter() - t0, cpu_seconds(srv.proc.pid) - cpu0
+        alone = cpu_seconds(srv.proc.pid, with_children=False) - alone0
         own = time.process_time() - own0
         mem = memory_mib(srv.proc.pid)
         for spy in filter(None, spies):
             spy.send_signal(signal.SIGINT)
             spy.wait(30)
     res = {"page": page, "n": n, "window_s": window, "load_avg_1m_before": round(load, 2), "client_cpu_s": own}
+    res |= {"server_process_cpu_s": alone, "worker_cpu_s": cpu - alone}  # the Streamlit process; the model worker
     res |= summarise(students, wall, cpu, mem, reference)
     res["students"] = students
     return res
@@ -511,14 +515,15 @@ def table(res: dict) -> str:
             f"{s(r['change_p50_s'])} / {s(r['change_p95_s'])}",
             r["failures"],
             len(r["mismatches"]),
-            f"{r['server_cores_busy']:.2f} ({r['server_cpu_s']:.0f} s)",
+            f"{r['server_cores_busy']:.2f} ({r['server_cpu_s']:.0f} s: {r.get('server_process_cpu_s', 0):.0f} + "
+            f"{r.get('worker_cpu_s', 0):.0f})",
             f"{r['peak_rss_mib']:.0f} + {r.get('children_peak_rss_mib', 0):.0f}",
             r["load_avg_1m_before"],
         ]
         for r in res["rows"]
     ]
     headers = ["page", "N", "arrivals within", "first run p50 (s)", "p95 (s)", "max (s)", "widget change p50 / p95 (s)",
-               "failures", "≠ single session", "server CPU, cores (CPU s)", "peak RSS, server + worker (MiB)", "load before"]  # fmt: skip
+               "failures", "≠ single session", "server CPU, cores (CPU s: Streamlit + model worker)", "peak RSS, server + worker (MiB)", "load before"]  # fmt: skip
     out = bl.md_table(headers, rows)
     single = "; ".join(f"{PAGE_TITLES[p]} {v['first_median_s']:.2f} s" for p, v in res.get("single_session", {}).items())
     out += f"\n\nOne session alone (the references), median first run: {single}."
