@@ -647,3 +647,27 @@ def test_an_unchecked_figure_sends_the_browser_the_same_json(monkeypatch):
     checked = [sent(b()) for b in builders]
     monkeypatch.setattr(vc, "VALIDATE_FIGURES", False)
     assert [sent(b()) for b in builders] == checked
+
+
+def test_figures_keep_plotlys_default_look_in_a_template_cut_to_what_they_draw():
+    """Figures carry plotly's default template ("plotly") cut to the trace types and axes they use: every kept
+    setting is the default's, only map, 3-D, polar and ternary settings and unused trace types are left out, and
+    every trace a builder draws is of a kept type."""
+    import plotly.io as pio
+
+    from viz import _common as vc
+
+    full, cut = pio.templates["plotly"].to_plotly_json(), vc.TEMPLATE
+    assert all(full["layout"][k] == v for k, v in cut["layout"].items())
+    assert set(full["layout"]) - set(cut["layout"]) == {"geo", "polar", "scene", "ternary"}
+    assert cut["data"] == {k: full["data"][k] for k in vc.TRACE_TYPES}
+    T = len(TGT_IN)
+    a = causal(dirichlet(2, 4, T, T))
+    figs = [
+        mosaic(a, TGT_IN, TGT_IN, kind="dec_self", predicted=TGT_OUT),
+        heatmap(a[1, 2], TGT_IN, TGT_IN, kind="dec_self", predicted=TGT_OUT, layer=1, head=2),
+        viz.candidates_bar(step([(" Hund", 5, 0.7), (" Katze", 6, 0.2)], 5)),
+    ]
+    for fig in figs:
+        assert {t.type for t in fig.data} <= set(vc.TRACE_TYPES)
+        assert json.loads(fig.to_json())["layout"]["template"] == json.loads(json.dumps(cut))
