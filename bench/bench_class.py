@@ -42,6 +42,7 @@ work (``WORK``: the first kind whose marker a sample's stack holds).
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import html
 import json
@@ -153,6 +154,18 @@ class Run:
                 h.update(f"{path}|{kind}|{body}\n".encode())
         return h.hexdigest()[:16]
 
+    def content(self) -> list:
+        """What a student reads, for ``same_as_shown``: (path, kind, body) in page order, each chart spec parsed with
+        its typed arrays decoded to lists."""
+        out = []
+        for path in sorted(self.elements):
+            kind, el = self.elements[path]
+            if kind == "plotly_chart":
+                out.append((path, kind, _plain(json.loads(el.plotly_chart.spec))))
+            elif (body := getattr(getattr(el, kind), "body", None)) is not None:
+                out.append((path, kind, body))
+        return out
+
     def translation(self) -> str:
         """The "Before" translation box (Mask lab), else the predicted pieces on the zoom map's rows (Attention)."""
         boxes = [el.html.body for kind, el in self.elements.values() if kind == "html" and 'class="translation"' in el.html.body]
@@ -163,6 +176,51 @@ class Run:
             rows = json.loads(spec)["layout"].get("yaxis", {}).get("ticktext", [])
             return html.unescape(" ".join(t.split("→")[-1].strip() for t in rows))
         return ""
+
+
+def _plain(v):
+    """A plotly JSON value with every typed array ({"dtype", "bdata", "shape"}) as a (nested) list of numbers."""
+    if isinstance(v, dict):
+        if "bdata" in v and "dtype" in v:
+            a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+            shape = v.get("shape")
+            if isinstance(shape, str):
+                shape = [int(x) for x in shape.split(",")]
+            return (a.reshape(shape) if shape else a).tolist()
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+NUMBER = re.compile(r"-?\d+\.\d+")
+ROUNDING = 1e-5  # a batched model pass sums in another order: its numbers differ from one input's by ~1e-6
+
+
+def same_as_shown(a, b) -> bool:
+    """Whether two pages' ``Run.content`` read the same: equal structure and text, numbers within ``ROUNDING``, and
+    numbers printed in text (hover labels, captions) within one unit of their last printed digit (a value
+    0.1234996 vs 0.1235001 prints as 0.1235 vs 0.1235, but 0.12345 may print either way)."""
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+        return a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return abs(a - b) <= ROUNDING * max(1.0, abs(a))
+    if isinstance(a, str) and isinstance(b, str):
+        if a == b:
+            return True
+        pa, pb = NUMBER.split(a), NUMBER.split(b)
+        na, nb = NUMBER.findall(a), NUMBER.findall(b)
+        if pa != pb or len(na) != len(nb):
+            return False
+        return all(
+            len(x.split(".")[1]) == len(y.split(".")[1]) and abs(float(x) - float(y)) <= 1.01 * 10 ** -len(x.split(".")[1])
+            for x, y in zip(na, nb, strict=True)
+        )
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_as_shown(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(same_as_shown(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
 
 
 async def read_run(ws, t0: float, deadline: float) -> tuple[Run, str | None]:
@@ -237,6 +295,7 @@ async def student(
             first, page_hash = await read_run(ws, t0, deadline)
             rec.update(first_s=first.seconds, first_delta_s=first.first_delta_s, bytes=first.bytes, messages=first.messages)
             rec.update(translation=first.translation(), digest=first.digest(), finished_at=time.perf_counter() - t_start)
+            rec["_content"] = first.content()  # compared with a single session's, then dropped (not written)
             rec["errors"] += first.errors
             if change is None or first.errors:
                 return rec
@@ -253,6 +312,7 @@ async def student(
             await ws.send(BackMsg(rerun_script=msg).SerializeToString())
             second, _ = await read_run(ws, t1, deadline)
             rec.update(change_s=second.seconds, change_digest=second.digest(), change_bytes=second.bytes)
+            rec["_change_content"] = second.content()
             rec["errors"] += second.errors
     except (TimeoutError, OSError, websockets.WebSocketException) as e:
         rec["errors"].append(f"{type(e).__name__}: {e}")
@@ -384,18 +444,34 @@ def summarise(students: list[dict], wall_s: float, cpu_s: float, mem: dict, refe
     ok = [s for s in students if not s["errors"]]
     first = [s["first_s"] for s in ok]
     change = [s["change_s"] for s in ok if "change_s" in s]
-    mismatches = []
+    mismatches, bitwise = [], 0
     for s in ok:
         ref = reference.get(s["sentence"])
         if ref is None:
             continue
-        for k in ("translation", "digest", "change_digest"):
-            if k in s and s[k] != ref.get(k):
-                mismatches.append({"sentence": s["sentence"], "what": k, "got": s[k], "single_session": ref.get(k)})
+        if s.get("translation") != ref.get("translation"):
+            mismatches.append(
+                {
+                    "sentence": s["sentence"],
+                    "what": "translation",
+                    "got": s["translation"],
+                    "single_session": ref.get("translation"),
+                }
+            )
+        for run, k in (("_content", "digest"), ("_change_content", "change_digest")):
+            if k not in s:
+                continue
+            if s[k] != ref.get(k):
+                bitwise += 1
+                if not same_as_shown(s.get(run), ref.get(run)):
+                    mismatches.append({"sentence": s["sentence"], "what": k, "got": s[k], "single_session": ref.get(k)})
+    for s in students:  # the contents were for the comparison only
+        s.pop("_content", None), s.pop("_change_content", None)
     return {
         "failures": len(students) - len(ok),
         "errors": sorted({e for s in students for e in s["errors"]}),
         "mismatches": mismatches,
+        "bitwise_differences": bitwise,  # runs not byte-equal to the single session's, yet the same as shown
         "first_p50_s": quantile(first, 50),
         "first_p95_s": quantile(first, 95),
         "first_max_s": max(first, default=None),
@@ -417,7 +493,10 @@ def references(page: str, sentences: list[str], setup: Setup) -> dict:
             rec = asyncio.run(crowd(srv.port, page, [s], 0.0, CHANGES.get(page), think=0.0))[0]
             if rec["errors"]:
                 raise RuntimeError(f"single session failed on {s!r}: {rec['errors']}")
-            out[s] = {k: rec.get(k) for k in ("translation", "digest", "change_digest", "first_s", "change_s")}
+            out[s] = {
+                k: rec.get(k)
+                for k in ("translation", "digest", "change_digest", "first_s", "change_s", "_content", "_change_content")
+            }
     return out
 
 
@@ -480,7 +559,7 @@ def row_line(r: dict) -> str:
     return (
         f"{PAGE_TITLES[r['page']]}, {r['n']} in {r['window_s']:g} s: first run p50 {f(r['first_p50_s'])} "
         f"p95 {f(r['first_p95_s'])} max {f(r['first_max_s'])} s; change p50 {f(r['change_p50_s'])} p95 {f(r['change_p95_s'])} s; "
-        f"{r['failures']} failed, {len(r['mismatches'])} mismatched; CPU {r['server_cores_busy']:.2f} cores; "
+        f"{r['failures']} failed, {len(r['mismatches'])} mismatched ({r.get('bitwise_differences', 0)} not byte-equal); CPU {r['server_cores_busy']:.2f} cores; "
         f"peak RSS {r['peak_rss_mib']:.0f} + {r.get('children_peak_rss_mib', 0):.0f} MiB; load {r['load_avg_1m_before']}"
     )
 

@@ -23,7 +23,7 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from model.decoding import Step, beam_search, generate_steps, max_new_tokens, strip
+from model.decoding import Step, beam_search, generate_steps, greedy_steps_batch, max_new_tokens, strip
 from model.records import (
     Analysis,
     BeamTree,
@@ -56,6 +56,7 @@ __all__ = [  # the records are re-exported: ``from model.analysis import Maps`` 
     "WordOrder",
     "align_pieces",
     "analyze",
+    "analyze_many",
     "data_flow",
     "encoder_distance",
     "encoder_states",
@@ -278,8 +279,26 @@ def analyze(
         chosen = [s.chosen for s in steps]
         out = strip(chosen, cfg.eos_id)
         finished = bool(chosen) and chosen[-1] == cfg.eos_id
+    return _analysis(model, tok, src, settings, iv, enc, out, finished, beam, None if beam is not None else steps)
+
+
+def _analysis(
+    model: Transformer,
+    tok: Tokenizer,
+    src: Source,
+    settings: DecodeSettings,
+    iv: Interventions,
+    enc: EncoderResult,
+    out: list[int],
+    finished: bool,
+    beam: BeamTree | None,
+    steps: list[Step] | None,
+) -> Analysis:
+    """The ``Analysis`` of a decoding of ``src`` that wrote ``out`` (ids without <bos>/<eos>): ``enc`` this source's
+    ``model.encode`` with weights (batch of one), ``steps`` its greedy/sampling steps (None for beam search)."""
+    cfg = model.cfg
     tgt_in, tgt_out = shift_right(out, bos_id=cfg.bos_id, eos_id=cfg.eos_id)  # <= max_len ids: budget <= max_len - 1
-    if beam is None and finished:
+    if steps is not None and finished:
         maps = maps_from_steps(enc, steps, cfg, iv)
     else:
         # Beam search (its steps mix hypotheses) or an output cut by the budget (its last row, which
@@ -299,8 +318,76 @@ def analyze(
         settings=asdict(settings),
         interventions=iv_dict(iv),
         beam=beam,
-        steps=None if beam is not None else step_views(tok, steps, iv, len(src.ids)),
+        steps=None if steps is None else step_views(tok, steps, iv, len(src.ids)),
     )
+
+
+BATCH_MAX = 32  # sources decoded in one batch by ``analyze_many`` (more are split into batches of this size)
+
+
+@torch.inference_mode()
+def analyze_many(
+    model: Transformer,
+    tok: Tokenizer,
+    texts: Sequence[str],
+    settings: DecodeSettings = DecodeSettings(),
+    iv: Interventions = NO_INTERVENTIONS,
+) -> list[Analysis | InputError]:
+    """``analyze`` of many inputs under one ``settings`` and ``iv``: for each text its ``Analysis``, or the
+    ``InputError`` ``analyze`` would raise for it (returned, not raised, so one empty input spoils no other).
+
+    Greedy decoding runs the inputs together (``model.decoding.greedy_steps_batch``: one padded encoder pass and
+    one decoder pass per step for up to ``BATCH_MAX`` sources), which costs little more than one input: a step
+    reads every weight once whatever the batch (a step of one sentence is bound by reading the weights). The
+    result of each input equals its own ``analyze`` up to float rounding (the same tokens; maps within 1e-5;
+    tests/test_batching.py). Sampling and beam search run one input at a time.
+    """
+    results: list[Analysis | InputError | None] = [None] * len(texts)
+    sources: dict[int, Source] = {}
+    for i, text in enumerate(texts):
+        try:
+            sources[i] = prepare_source(tok, text, model.cfg.max_len)
+        except InputError as e:
+            results[i] = e
+    if settings.method != "greedy":
+        for i in sources:
+            results[i] = analyze(model, tok, texts[i], settings, iv)
+        return results
+    order = sorted(sources, key=lambda i: len(sources[i].ids))  # similar lengths together: less padding
+    for start in range(0, len(order), BATCH_MAX):
+        batch = order[start : start + BATCH_MAX]
+        for i, a in zip(batch, _greedy_batch(model, tok, [sources[i] for i in batch], settings, iv), strict=True):
+            results[i] = a
+    return results
+
+
+def _greedy_batch(
+    model: Transformer, tok: Tokenizer, sources: list[Source], settings: DecodeSettings, iv: Interventions
+) -> list[Analysis]:
+    """``analyze`` (greedy) of prepared sources, decoded as one padded batch."""
+    cfg = model.cfg
+    device = next(model.parameters()).device
+    S = max(len(s.ids) for s in sources)
+    src_t = torch.full((len(sources), S), cfg.pad_id, dtype=torch.long, device=device)  # (B, S), right-padded
+    for b, s in enumerate(sources):
+        src_t[b, : len(s.ids)] = torch.tensor(s.ids)
+    enc = model.encode(src_t, iv, need_weights=True)
+    budgets = [min(settings.max_new or max_new_tokens(model, len(s.ids)), cfg.max_len - 1) for s in sources]
+    all_steps = greedy_steps_batch(model, [s.ids for s in sources], iv=iv, k=STEP_CANDIDATES, max_new=budgets, enc=enc)
+    out = []
+    for b, (src, steps) in enumerate(zip(sources, all_steps, strict=True)):
+        n = len(src.ids)
+        own = EncoderResult(  # this source's part of the batch: its rows and keys, as if it were encoded alone
+            enc.memory[b : b + 1, :n],  # (1, S_b, D)
+            None if enc.src_allowed is None else enc.src_allowed[b : b + 1, :, :, :n],  # (1, 1, 1, S_b)
+            enc.enc_self_attn[:, b : b + 1, :, :n, :n],  # (L, 1, H, S_b, S_b)
+        )
+        if own.src_allowed is not None and bool(own.src_allowed.all()):
+            own.src_allowed = None  # as ``encode`` of this source alone: no masked key, no mask
+        chosen = [s.chosen for s in steps]
+        finished = bool(chosen) and chosen[-1] == cfg.eos_id
+        out.append(_analysis(model, tok, src, settings, iv, own, strip(chosen, cfg.eos_id), finished, None, steps))
+    return out
 
 
 def step_trace(
@@ -326,9 +413,12 @@ def step_trace(
 def step_views(tok: Tokenizer, steps: Iterable[Step], iv: Interventions, n_src: int) -> list[StepView]:
     """Decoding steps (``model.decoding.Step``) as plain ``StepView`` records, with the cells ``iv`` hid in each
     step's query row; ``n_src``: source length S."""
+    steps = list(steps)
+    # The row of step t is the last row of a (t + 1)-token input: row t of the masks of the longest input, cut to
+    # its t + 1 keys (a cell's reason depends on its query and key positions only, ``model.records.cell_reasons``)
+    masks = iv_masks(iv, n_src, max((s.t + 1 for s in steps), default=1))
     views = []
     for s in steps:
-        masks = iv_masks(iv, n_src, s.t + 1)  # the row of step t is the last row of a (t + 1)-token input
         views.append(
             StepView(
                 t=s.t,
@@ -340,7 +430,10 @@ def step_views(tok: Tokenizer, steps: Iterable[Step], iv: Interventions, n_src: 
                 forced=s.forced,
                 self_attn=_np(s.self_attn),
                 cross_attn=_np(s.cross_attn),
-                masks={kind: KindMask(masks[kind].reasons[-1:], masks[kind].ablated) for kind in ("dec_self", "cross")},
+                masks={
+                    "dec_self": KindMask(masks["dec_self"].reasons[s.t : s.t + 1, : s.t + 1], masks["dec_self"].ablated),
+                    "cross": KindMask(masks["cross"].reasons[s.t : s.t + 1], masks["cross"].ablated),
+                },
             )
         )
     return views

@@ -216,6 +216,70 @@ def generate_steps(
         nxt = [chosen]
 
 
+@torch.inference_mode()
+def greedy_steps_batch(
+    model: Transformer,
+    srcs: Sequence[Sequence[int]],
+    *,
+    iv: Interventions = NO_INTERVENTIONS,
+    k: int = 5,
+    max_new: Sequence[int],
+    enc: EncoderResult,
+) -> list[list[Step]]:
+    """Greedy ``generate_steps`` of several sources at once: one decoder pass per step for all of them.
+
+    ``srcs``: B sources (compact ids, each ending in <eos>), already encoded together as ``enc`` (their
+    ``model.encode`` of the batch right-padded with ``pad_id``, ``need_weights`` not needed here);
+    ``max_new[b]``: source b's output budget. Returns, per source, the steps ``generate_steps(model,
+    srcs[b], iv=iv, k=k, max_new=max_new[b])`` yields, with each step's attention rows cut to that source's
+    length (self ``(L, H, t + 1)``, cross ``(L, H, S_b)``). A source that has finished (``<eos>`` or its budget)
+    is fed ``<eos>`` again while the others go on; its later rows are dropped (padded keys get weight 0 and a
+    row of a batch never reads another row, so the others are unchanged). The same numbers as one source at a
+    time up to float rounding (the matrix products of a batch sum in another order); tests/test_batching.py
+    checks tokens and maps against ``generate_steps``. Use it for many users' analyses at once (a class).
+    """
+    cfg = model.cfg
+    B = len(srcs)
+    device = enc.memory.device
+    dec = Decoder(model, torch.empty(0), iv, enc=enc)
+    lengths = [len(s) for s in srcs]
+    steps: list[list[Step]] = [[] for _ in range(B)]
+    prefixes = [[cfg.bos_id] for _ in range(B)]
+    live = [max_new[b] > 0 for b in range(B)]
+    nxt = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=device)  # (B, 1)
+    t = 0
+    while any(live):
+        out = dec.step(nxt, need_weights=True)
+        probs = torch.softmax(out.logits[:, -1].float(), dim=-1)  # (B, V)
+        top = torch.topk(probs, min(k, probs.size(-1)))  # values, indices (B, k)
+        top_p, top_i = top.values.tolist(), top.indices.tolist()
+        self_rows = out.dec_self_attn[:, :, :, -1].cpu()  # (L, B, H, t + 1)
+        cross_rows = out.cross_attn[:, :, :, -1].cpu()  # (L, B, H, S_max)
+        chosen = [cfg.eos_id] * B
+        for b in range(B):
+            if not live[b]:
+                continue
+            c = top_i[b][0]
+            steps[b].append(
+                Step(
+                    t=t,
+                    prefix=prefixes[b][:],
+                    candidates=list(zip(top_i[b], top_p[b], strict=True)),
+                    chosen=c,
+                    forced=False,
+                    chosen_prob=top_p[b][0],
+                    self_attn=self_rows[:, b].clone(),  # (L, H, t + 1)
+                    cross_attn=cross_rows[:, b, :, : lengths[b]].clone(),  # (L, H, S_b)
+                )
+            )
+            chosen[b] = c
+            prefixes[b].append(c)
+            live[b] = c != cfg.eos_id and t + 1 < max_new[b]
+        t += 1
+        nxt = torch.tensor(chosen, dtype=torch.long, device=device)[:, None]  # (B, 1)
+    return steps
+
+
 def decode_ids(model: Transformer, src_ids: Sequence[int], **kw) -> list[int]:
     """Output ids (no <bos>/<eos>) of ``generate_steps`` run to the end with the same arguments."""
     steps = list(generate_steps(model, src_ids, **kw))

@@ -25,7 +25,7 @@ import multiprocessing
 import sys
 import threading
 import types
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from functools import lru_cache
@@ -55,6 +55,11 @@ def _prepare(path: str) -> None:
 def _call(path: str, fn, args: tuple, kwargs: dict, tokenizer: bool):
     m = _load(path)
     return fn(m.model, m.tokenizer, *args, **kwargs) if tokenizer else fn(m.model, *args, **kwargs)
+
+
+def _call_many(path: str, fn_many, items: list, args: tuple) -> list:
+    m = _load(path)
+    return fn_many(m.model, m.tokenizer, items, *args)
 
 
 # -- in the calling process -----------------------------------------------------------------------------------------
@@ -97,6 +102,9 @@ class ModelWorker:
         self._pool: ProcessPoolExecutor | None = None
         self._ready: set[str] = set()  # checkpoint paths the worker has loaded
         self._asked: set[str] = set()  # paths it was asked to load
+        self._waiting: dict[tuple, list[tuple[object, Future]]] = {}  # call_many: items waiting for a batch, by call
+        self._batcher: ThreadPoolExecutor | None = None  # sends the waiting batches to the worker, one at a time
+        self.batch_sizes: list[int] = []  # size of each batch sent (the last 1,000; bench and tests read it)
 
     def start(self, path: str) -> None:
         """Start the worker if it is not running and have it load the checkpoint at ``path``; returns at once."""
@@ -142,8 +150,11 @@ class ModelWorker:
         """Stop the worker (a later ``start`` or ``call`` starts another)."""
         with self._lock:
             pool, self._pool, self._ready, self._asked = self._pool, None, set(), set()
+            batcher, self._batcher = self._batcher, None
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+        if batcher is not None:
+            batcher.shutdown(wait=False)
 
     def call(self, loaded: Loaded, fn, *args, tokenizer: bool = True, **kwargs):
         """``fn(loaded.model, loaded.tokenizer, *args, **kwargs)`` (no tokenizer if ``tokenizer=False``), in the
@@ -163,3 +174,66 @@ class ModelWorker:
         with self.limit:
             head = (loaded.model, loaded.tokenizer) if tokenizer else (loaded.model,)
             return fn(*head, *args, **kwargs)
+
+    def call_many(self, loaded: Loaded, fn_many, fn_one, item, *args):
+        """``fn_one(loaded.model, loaded.tokenizer, item, *args)``, computed in the worker together with the other
+        items that wait for the same ``fn_many`` and ``args`` (hashable) meanwhile: ``fn_many(model, tokenizer,
+        items, *args)`` returns one result per item, an exception instance for an item it refused (raised here).
+
+        A class arriving at once asks for many analyses within a second; one batch of them costs the worker little
+        more than one (``model.analysis.analyze_many``). Batches form by themselves: the first item is sent at
+        once, and the items that arrive while a batch is in the worker go together in the next one, so a lone
+        user waits for no one. Until the worker has loaded the checkpoint, if it is off or it died, ``fn_one``
+        runs here under ``limit`` as ``call`` does; so does a ``fn_one`` that cannot travel (a test's spy). The results of ``fn_many`` must equal ``fn_one``'s (up to float
+        rounding, for a batched model pass).
+        """
+        path = str(loaded.path)
+        key = (path, fn_many, args)
+        with self._lock:
+            pool = self._pool if path in self._ready and travels(fn_many) and travels(fn_one) else None
+            if pool is not None:
+                future: Future = Future()
+                waiting = self._waiting.setdefault(key, [])
+                waiting.append((item, future))
+                if len(waiting) == 1:  # no batch of this call is waiting to be sent: send one (it takes the later items)
+                    if self._batcher is None:
+                        self._batcher = ThreadPoolExecutor(1, thread_name_prefix="model-batches")
+                    self._batcher.submit(self._send, pool, key)
+        if pool is not None:
+            try:
+                result = future.result()
+            except BrokenProcessPool:
+                pass  # the worker died: this item runs here, below
+            else:
+                if isinstance(result, BaseException):
+                    raise result
+                return result
+        return self.call(loaded, fn_one, item, *args)
+
+    def _send(self, pool: ProcessPoolExecutor, key: tuple) -> None:
+        """Send every item waiting for ``key`` to the worker as one batch and hand each caller its result."""
+        with self._lock:
+            batch = self._waiting.pop(key, [])
+            self.batch_sizes = [*self.batch_sizes[-999:], len(batch)]
+        log.debug("a batch of %d items", len(batch))
+        if not batch:
+            return
+        path, fn_many, args = key
+        try:
+            results = pool.submit(_call_many, path, fn_many, [item for item, _ in batch], args).result()
+            if len(results) != len(batch):
+                raise RuntimeError(f"{fn_many.__name__} returned {len(results)} results for {len(batch)} items")
+        except BrokenProcessPool as e:
+            log.warning("the model worker died; starting another")
+            with self._lock:
+                if self._pool is pool:
+                    self._pool, self._ready, self._asked = None, set(), set()
+            for _, future in batch:
+                future.set_exception(e)
+            return
+        except BaseException as e:  # noqa: BLE001 -- every waiting caller gets it
+            for _, future in batch:
+                future.set_exception(e)
+            return
+        for (_, future), result in zip(batch, results, strict=True):
+            future.set_result(result)

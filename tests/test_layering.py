@@ -141,3 +141,12 @@ def test_pages_are_functions_that_draw_nothing_at_import():
             if not isinstance(n, quiet) and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
         ]
         assert drawing == [], f"{path.name} runs code at import, lines {drawing}"
+
+
+@pytest.mark.parametrize("spec", catalog.PAGES, ids=lambda s: s.path)
+def test_a_page_is_marked_analysed_exactly_when_it_draws_the_frames_analysis(spec):
+    """app.py computes the analysis of a page marked ``analysed`` before the page gate (so a class's analyses batch):
+    a page that draws it must be marked (else it is computed behind the gate), and one that does not must not
+    (else every student pays for an analysis nobody sees)."""
+    source = (ROOT / "ui" / "pages" / f"{spec.path}.py").read_text()
+    assert spec.analysed == ("page_context(" in source)

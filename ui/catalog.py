@@ -17,6 +17,7 @@ class PageSpec:
     title: str
     teaches: str  # one caption under the source box: the idea this page shows
     old_view: str  # its key in single-page links: ?view=<old_view>
+    analysed: bool = True  # draws the frame's analysis (``ui.state.page_context``): app.py asks for it early
 
     @property
     def module(self) -> str:
@@ -66,6 +67,7 @@ PAGES = (
         path="positional",
         title="Positional encoding",
         old_view="pe",
+        analysed=False,
         teaches=(
             "Attention itself ignores word order: without positional information, 'dog bites man' and 'man bites dog' give "
             "the same vectors, only shuffled. The paper adds sine and cosine waves of geometrically growing wavelengths to "
@@ -117,6 +119,7 @@ PAGES = (
         path="compare",
         title="Compare two sentences",
         old_view="compare",
+        analysed=False,
         teaches=(
             "Two inputs that differ in one thing (a word, the word order, singular or plural, the tense) side by side: "
             "which output pieces change, how one head's attention differs, and how far each source token's encoder "
