@@ -204,6 +204,8 @@ def same_as_shown(a, b) -> bool:
     if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
         return a == b
     if isinstance(a, int | float) and isinstance(b, int | float):
+        if a != a or b != b:  # NaN: the gaps of a mosaic
+            return a != a and b != b
         return abs(a - b) <= ROUNDING * max(1.0, abs(a))
     if isinstance(a, str) and isinstance(b, str):
         if a == b:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -62,3 +64,23 @@ class CallLimit:
         self._held.depth -= 1
         if self._held.depth == 0:
             self._free.release()
+
+    @contextmanager
+    def released(self) -> Iterator[None]:
+        """Give this thread's slot back for the ``with`` block, then wait for one again (as deep as before).
+
+        For a thread that only waits inside (for the model worker's answer): it needs no slot meanwhile, and
+        another may use it. A thread that holds no slot passes through unchanged.
+        """
+        depth = getattr(self._held, "depth", 0)
+        if depth == 0:
+            yield
+            return
+        self._held.depth = 0
+        self._free.release()
+        try:
+            yield
+        finally:
+            self._free.acquire()
+            self._held.depth = depth
+            torch.set_num_threads(self.threads)

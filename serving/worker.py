@@ -27,7 +27,7 @@ import threading
 import types
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import lru_cache
 from pathlib import Path
 
@@ -96,8 +96,10 @@ def travels(fn) -> bool:
 class ModelWorker:
     """One worker process for model calls, started on demand; ``enabled=False`` runs every call here."""
 
-    def __init__(self, limit: CallLimit, *, enabled: bool = True):
-        self.limit, self.enabled = limit, enabled
+    def __init__(self, limit: CallLimit, *, enabled: bool = True, waiting=nullcontext):
+        """``waiting()``: a context manager entered while a caller waits for the worker's answer, e.g. the page gate's
+        ``CallLimit.released`` (a page waiting for the model lets another page draw, and the waiting calls batch)."""
+        self.limit, self.enabled, self.waiting = limit, enabled, waiting
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
         self._ready: set[str] = set()  # checkpoint paths the worker has loaded
@@ -164,7 +166,9 @@ class ModelWorker:
             pool = self._pool if path in self._ready and travels(fn) else None
         if pool is not None:
             try:
-                return pool.submit(_call, path, fn, args, kwargs, tokenizer).result()
+                future = pool.submit(_call, path, fn, args, kwargs, tokenizer)
+                with self.waiting():
+                    return future.result()
             except BrokenProcessPool:
                 log.warning("the model worker died; starting another")
                 with self._lock:
@@ -201,7 +205,8 @@ class ModelWorker:
                     self._batcher.submit(self._send, pool, key)
         if pool is not None:
             try:
-                result = future.result()
+                with self.waiting():
+                    result = future.result()
             except BrokenProcessPool:
                 pass  # the worker died: this item runs here, below
             else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -13,11 +12,9 @@ import pytest
 import torch
 
 from model.analysis import DecodeSettings, InputError, analyze, analyze_many
-from model.checkpoint import PRETRAINED, load_checkpoint
+from model.checkpoint import PRETRAINED
 from model.decoding import generate_steps, greedy_steps_batch
 from model.settings import Interventions
-from serving.limits import CallLimit
-from serving.worker import ModelWorker
 
 CKPT = PRETRAINED / "en-de"
 pytestmark = pytest.mark.skipif(not (CKPT / "model.safetensors").exists(), reason=f"needs the checkpoint {CKPT}")
@@ -30,12 +27,6 @@ TEXTS = [
     "An old woman sat on a bench in the busy market while the children played with a red ball.",
     "word " * 300,  # cut to the model's length
 ]
-TIMEOUT_S = 120
-
-
-@pytest.fixture(scope="module")
-def loaded():
-    return load_checkpoint(CKPT)
 
 
 def assert_close(a, b) -> None:
@@ -115,18 +106,6 @@ def test_batched_steps_equal_one_source_at_a_time(loaded):
             )
             np.testing.assert_allclose(s.cross_attn, t.cross_attn, atol=1e-5)
             np.testing.assert_allclose(s.cross_attn.sum(-1), 1.0, atol=1e-5)  # padded keys get nothing
-
-
-@pytest.fixture
-def worker(loaded):
-    w = ModelWorker(CallLimit(1, threads=1))
-    w.start(str(loaded.path))
-    end = time.monotonic() + TIMEOUT_S
-    while not w.ready(str(loaded.path)):
-        assert time.monotonic() < end, "the worker did not load the checkpoint"
-        time.sleep(0.1)
-    yield w
-    w.close()
 
 
 def test_calls_waiting_together_go_as_one_batch_and_each_gets_its_own(worker, loaded):

@@ -56,6 +56,34 @@ def test_a_thread_holding_a_slot_enters_again():
         pass
 
 
+def test_a_released_slot_lets_another_thread_in_and_is_taken_back():
+    """``released``: while the one slot's holder waits (for the model worker), another thread runs inside; after the
+    block the holder is inside again, as deep as before, and the other thread is not."""
+    limit, order = CallLimit(1), []
+    other_in, other_out = threading.Event(), threading.Event()
+
+    def other():
+        with limit:
+            order.append("other inside")
+            other_in.set()
+            other_out.wait(5)
+
+    with limit, limit:  # depth 2
+        t = threading.Thread(target=other)
+        t.start()
+        assert not other_in.wait(0.2), "the slot is held"
+        with limit.released():
+            assert other_in.wait(5), "a released slot lets the other thread in"
+            other_out.set()
+        order.append("holder back")  # only after the other thread left: the slot was taken back
+        assert limit._held.depth == 2
+        assert not limit._free.acquire(blocking=False), "the holder has the slot again"
+    t.join(5)
+    assert order == ["other inside", "holder back"]
+    with limit.released():  # a thread without a slot: unchanged
+        assert getattr(limit._held, "depth", 0) == 0
+
+
 def test_each_call_runs_torch_with_its_threads():
     limit = CallLimit(2, threads=1)
     seen = []

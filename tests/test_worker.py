@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from model.analysis import DecodeSettings, InputError, analyze
-from model.checkpoint import PRETRAINED, load_checkpoint
+from model.checkpoint import PRETRAINED
 from model.transformer import Interventions
 from serving.limits import CallLimit
 from serving.worker import ModelWorker
@@ -28,23 +28,6 @@ SENTENCES = [
     "Several workers looked at the sky.",
 ]
 TIMEOUT_S = 120
-
-
-@pytest.fixture(scope="module")
-def loaded():
-    return load_checkpoint(CKPT)
-
-
-@pytest.fixture
-def worker(loaded):
-    w = ModelWorker(CallLimit(2, threads=1))
-    w.start(str(loaded.path))
-    end = time.monotonic() + TIMEOUT_S
-    while not w.ready(str(loaded.path)):
-        assert time.monotonic() < end, "the worker did not load the checkpoint"
-        time.sleep(0.1)
-    yield w
-    w.close()
 
 
 def assert_same(a, b) -> None:

@@ -47,11 +47,15 @@ MODELS_DIR = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", PRETRAINED))  # fo
 MODEL_ORDER = ("en-de", "en-de-captions", "reverse")  # listed first, in this order; the first is the default
 TOP_K = STEP_CANDIDATES  # candidates shown per decoding step (analyze keeps as many)
 MODEL_CALLS = CallLimit.for_cores()  # every model call below: a class of sessions at once does not oversubscribe the cores
-# ... and runs in a worker process of its own (a GIL of its own); ATTENTION_EXPLORER_MODEL_PROCESS=0 keeps them in this one
-MODEL_WORKER = ModelWorker(MODEL_CALLS, enabled=os.environ.get("ATTENTION_EXPLORER_MODEL_PROCESS", "1") != "0")
 # Page runs at once (the page's figures, after the frame): more would only share one GIL, so that a class arriving
 # together finishes together, late; with one per core the first students are drawn first (bench/README.md, 8.)
 PAGE_RUNS = CallLimit.for_cores()
+# Model calls run in a worker process of its own (a GIL of its own); ATTENTION_EXPLORER_MODEL_PROCESS=0 keeps them in
+# this one. A page waiting for the worker gives its page slot back meanwhile: another page draws, and the analyses
+# waiting together go to the worker as one batch (bench/README.md, 8c)
+MODEL_WORKER = ModelWorker(
+    MODEL_CALLS, enabled=os.environ.get("ATTENTION_EXPLORER_MODEL_PROCESS", "1") != "0", waiting=PAGE_RUNS.released
+)
 
 
 def _interventions_hash(iv: Interventions) -> str:
