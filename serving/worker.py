@@ -187,23 +187,26 @@ class ModelWorker:
         A class arriving at once asks for many analyses within a second; one batch of them costs the worker little
         more than one (``model.analysis.analyze_many``). Batches form by themselves: the first item is sent at
         once, and the items that arrive while a batch is in the worker go together in the next one, so a lone
-        user waits for no one. Until the worker has loaded the checkpoint, if it is off or it died, ``fn_one``
-        runs here under ``limit`` as ``call`` does; so does a ``fn_one`` that cannot travel (a test's spy). The results of ``fn_many`` must equal ``fn_one``'s (up to float
+        user waits for no one. With the worker switched off (``enabled=False``) the batches run in this process,
+        under ``limit``. Until the worker has loaded the checkpoint or after it died, ``fn_one`` runs here under
+        ``limit`` as ``call`` does; so does a ``fn_one`` that cannot travel (a test's spy). The results of ``fn_many`` must equal ``fn_one``'s (up to float
         rounding, for a batched model pass).
         """
         path = str(loaded.path)
         key = (path, fn_many, args)
         with self._lock:
             pool = self._pool if path in self._ready and travels(fn_many) and travels(fn_one) else None
-            if pool is not None:
+            # no worker at all (ATTENTION_EXPLORER_MODEL_PROCESS=0, deploy/'s replicas): batch in this process
+            batched = pool is not None or (not self.enabled and travels(fn_one))
+            if batched:
                 future: Future = Future()
                 waiting = self._waiting.setdefault(key, [])
                 waiting.append((item, future))
                 if len(waiting) == 1:  # no batch of this call is waiting to be sent: send one (it takes the later items)
                     if self._batcher is None:
                         self._batcher = ThreadPoolExecutor(1, thread_name_prefix="model-batches")
-                    self._batcher.submit(self._send, pool, key)
-        if pool is not None:
+                    self._batcher.submit(self._send, pool, key, loaded)
+        if batched:
             try:
                 with self.waiting():
                     result = future.result()
@@ -215,8 +218,9 @@ class ModelWorker:
                 return result
         return self.call(loaded, fn_one, item, *args)
 
-    def _send(self, pool: ProcessPoolExecutor, key: tuple) -> None:
-        """Send every item waiting for ``key`` to the worker as one batch and hand each caller its result."""
+    def _send(self, pool: ProcessPoolExecutor | None, key: tuple, loaded: Loaded) -> None:
+        """Send every item waiting for ``key`` to the worker as one batch (``pool`` None: run it here, under ``limit``)
+        and hand each caller its result."""
         with self._lock:
             batch = self._waiting.pop(key, [])
             self.batch_sizes = [*self.batch_sizes[-999:], len(batch)]
@@ -225,7 +229,12 @@ class ModelWorker:
             return
         path, fn_many, args = key
         try:
-            results = pool.submit(_call_many, path, fn_many, [item for item, _ in batch], args).result()
+            items = [item for item, _ in batch]
+            if pool is None:
+                with self.limit:
+                    results = fn_many(loaded.model, loaded.tokenizer, items, *args)
+            else:
+                results = pool.submit(_call_many, path, fn_many, items, args).result()
             if len(results) != len(batch):
                 raise RuntimeError(f"{fn_many.__name__} returned {len(results)} results for {len(batch)} items")
         except BrokenProcessPool as e:

@@ -15,6 +15,8 @@ from model.analysis import DecodeSettings, InputError, analyze, analyze_many
 from model.checkpoint import PRETRAINED
 from model.decoding import generate_steps, greedy_steps_batch
 from model.settings import Interventions
+from serving.limits import CallLimit
+from serving.worker import ModelWorker
 
 CKPT = PRETRAINED / "en-de"
 pytestmark = pytest.mark.skipif(not (CKPT / "model.safetensors").exists(), reason=f"needs the checkpoint {CKPT}")
@@ -135,3 +137,24 @@ def test_a_spy_for_the_single_call_runs_here(worker, loaded):
 
     worker.call_many(loaded, analyze_many, spy, TEXTS[0], DecodeSettings())
     assert seen == [TEXTS[0]]
+
+
+def test_without_a_worker_the_waiting_calls_batch_in_this_process(loaded):
+    """deploy/'s replicas run the model in their own process (ATTENTION_EXPLORER_MODEL_PROCESS=0): batches there too."""
+    here = ModelWorker(CallLimit(1, threads=1), enabled=False)
+    texts = [t for t in TEXTS if t.strip()] * 2
+    alone = {t: analyze(loaded.model, loaded.tokenizer, t) for t in set(texts)}
+    start = threading.Barrier(len(texts))
+
+    def ask(text):
+        start.wait()
+        return text, here.call_many(loaded, analyze_many, analyze, text, DecodeSettings(), Interventions())
+
+    try:
+        with ThreadPoolExecutor(max_workers=len(texts)) as pool:
+            together = list(pool.map(ask, texts))
+    finally:
+        here.close()
+    for text, a in together:
+        assert_close(alone[text], a)
+    assert sum(here.batch_sizes) == len(texts) and max(here.batch_sizes) > 1, here.batch_sizes
