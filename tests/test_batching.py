@@ -110,20 +110,26 @@ def test_batched_steps_equal_one_source_at_a_time(loaded):
             np.testing.assert_allclose(s.cross_attn.sum(-1), 1.0, atol=1e-5)  # padded keys get nothing
 
 
-def test_calls_waiting_together_go_as_one_batch_and_each_gets_its_own(worker, loaded):
-    texts = [t for t in TEXTS if t.strip()] * 3
+def asked_together(w: ModelWorker, loaded, copies: int) -> None:
+    """Every text of ``TEXTS`` ``copies`` times, asked of ``w.call_many`` from as many threads at once: each gets its
+    own analysis, and some went in one batch."""
+    texts = [t for t in TEXTS if t.strip()] * copies
     alone = {t: analyze(loaded.model, loaded.tokenizer, t) for t in set(texts)}
     start = threading.Barrier(len(texts))
 
     def ask(text):
         start.wait()
-        return text, worker.call_many(loaded, analyze_many, analyze, text, DecodeSettings(), Interventions())
+        return text, w.call_many(loaded, analyze_many, analyze, text, DecodeSettings(), Interventions())
 
     with ThreadPoolExecutor(max_workers=len(texts)) as pool:
         together = list(pool.map(ask, texts))
     for text, a in together:
         assert_close(alone[text], a)
-    assert sum(worker.batch_sizes) == len(texts) and max(worker.batch_sizes) > 1, worker.batch_sizes
+    assert sum(w.batch_sizes) == len(texts) and max(w.batch_sizes) > 1, w.batch_sizes
+
+
+def test_calls_waiting_together_go_as_one_batch_and_each_gets_its_own(worker, loaded):
+    asked_together(worker, loaded, 3)
     with pytest.raises(InputError):  # an input's error reaches its own caller
         worker.call_many(loaded, analyze_many, analyze, "  ", DecodeSettings())
 
@@ -142,19 +148,7 @@ def test_a_spy_for_the_single_call_runs_here(worker, loaded):
 def test_without_a_worker_the_waiting_calls_batch_in_this_process(loaded):
     """deploy/'s replicas run the model in their own process (ATTENTION_EXPLORER_MODEL_PROCESS=0): batches there too."""
     here = ModelWorker(CallLimit(1, threads=1), enabled=False)
-    texts = [t for t in TEXTS if t.strip()] * 2
-    alone = {t: analyze(loaded.model, loaded.tokenizer, t) for t in set(texts)}
-    start = threading.Barrier(len(texts))
-
-    def ask(text):
-        start.wait()
-        return text, here.call_many(loaded, analyze_many, analyze, text, DecodeSettings(), Interventions())
-
     try:
-        with ThreadPoolExecutor(max_workers=len(texts)) as pool:
-            together = list(pool.map(ask, texts))
+        asked_together(here, loaded, 2)
     finally:
         here.close()
-    for text, a in together:
-        assert_close(alone[text], a)
-    assert sum(here.batch_sizes) == len(texts) and max(here.batch_sizes) > 1, here.batch_sizes
