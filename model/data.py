@@ -289,9 +289,17 @@ def shared_entities(src: str, tgt: str, names: frozenset[str]) -> list[str]:
     return found
 
 
+YEAR_SHARE = 0.5  # of the numbers that could be years (1000-2999): replaced by a year of YEARS, not any 4 digits
+YEARS = (1900, 2039)
+
+
 def random_number_like(number: str, rng: random.Random) -> str:
     """A random number of the same shape: every digit redrawn, separators kept, no new leading zero
-    ("7:45" -> "3:12", "1998" -> "4071", "0" -> "6")."""
+    ("7:45" -> "3:12", "1998" -> "4071", "0" -> "6"). A number that could be a year (four digits, 1000-2999) becomes
+    a year of ``YEARS`` half the time (``YEAR_SHARE``): students type years ("born in 1987"), and with every digit
+    redrawn the year pieces ("198", "200") were rarely practised (stage 5 wrote "1987" as "967")."""
+    if len(number) == 4 and number.isdigit() and number[0] in "12" and rng.random() < YEAR_SHARE:
+        return str(rng.randint(*YEARS))
     out = []
     for k, ch in enumerate(number):
         if not ch.isdigit():

@@ -107,6 +107,16 @@ def test_random_numbers_keep_their_shape(number, seed):
         assert int(new) >= 2  # "2 men" never becomes "1 men"
 
 
+def test_a_year_becomes_a_year_half_the_time():
+    rng = random.Random(0)
+    draws = [random_number_like("1987", rng) for _ in range(2000)]
+    years = sum(1900 <= int(d) <= 2039 for d in draws)
+    assert 0.45 < years / len(draws) < 0.60  # half by YEAR_SHARE, plus the few redrawn digits that land there
+    assert all(len(d) == 4 and d[0] != "0" for d in draws)
+    others = [random_number_like("5823", rng) for _ in range(2000)]  # not a year: any four digits (1.6 % land there)
+    assert sum(1900 <= int(d) <= 2039 for d in others) / len(others) < 0.04
+
+
 def test_faker_pools_hold_names_of_many_locales_and_scripts():
     pytest.importorskip("faker")
     from model.data import entity_pools
