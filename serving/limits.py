@@ -56,31 +56,34 @@ class CallLimit:
         depth = getattr(self._held, "depth", 0)
         if depth == 0:
             self._free.acquire()
+            self._held.slot = True
         self._held.depth = depth + 1
         torch.set_num_threads(self.threads)
         return self
 
     def __exit__(self, *exc) -> None:
         self._held.depth -= 1
-        if self._held.depth == 0:
+        if self._held.depth == 0 and self._held.slot:
+            self._held.slot = False
             self._free.release()
 
     @contextmanager
     def released(self) -> Iterator[None]:
-        """Give this thread's slot back for the ``with`` block, then wait for one again (as deep as before).
+        """Give this thread's slot back for the ``with`` block; after it, take a slot again if one is free, else go
+        on without one (it is given back at the outermost exit only if it was taken).
 
         For a thread that only waits inside (for the model worker's answer): it needs no slot meanwhile, and
-        another may use it. A thread that holds no slot passes through unchanged.
+        another may use it. It never waits for a slot afterwards: the threads holding the slots may be waiting for
+        it (for a cached value it is computing: Streamlit's per-value compute lock), and waiting would deadlock. A
+        thread that holds no slot passes through unchanged.
         """
-        depth = getattr(self._held, "depth", 0)
-        if depth == 0:
+        if getattr(self._held, "depth", 0) == 0 or not self._held.slot:
             yield
             return
-        self._held.depth = 0
+        self._held.slot = False
         self._free.release()
         try:
             yield
         finally:
-            self._free.acquire()
-            self._held.depth = depth
+            self._held.slot = self._free.acquire(blocking=False)
             torch.set_num_threads(self.threads)

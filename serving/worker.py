@@ -181,7 +181,7 @@ class ModelWorker:
 
     def call_many(self, loaded: Loaded, fn_many, fn_one, item, *args):
         """``fn_one(loaded.model, loaded.tokenizer, item, *args)``, computed in the worker together with the other
-        items that wait for the same ``fn_many`` and ``args`` (hashable) meanwhile: ``fn_many(model, tokenizer,
+        items that wait for the same ``fn_many`` and ``args`` (hashable, as the items are) meanwhile, each distinct item once: ``fn_many(model, tokenizer,
         items, *args)`` returns one result per item, an exception instance for an item it refused (raised here).
 
         A class arriving at once asks for many analyses within a second; one batch of them costs the worker little
@@ -229,14 +229,17 @@ class ModelWorker:
             return
         path, fn_many, args = key
         try:
-            items = [item for item, _ in batch]
+            # each distinct item once: a class on the Compare page asks for the same two sentences (cache misses at once)
+            items = list(dict.fromkeys(item for item, _ in batch))
             if pool is None:
                 with self.limit:
                     results = fn_many(loaded.model, loaded.tokenizer, items, *args)
             else:
                 results = pool.submit(_call_many, path, fn_many, items, args).result()
-            if len(results) != len(batch):
-                raise RuntimeError(f"{fn_many.__name__} returned {len(results)} results for {len(batch)} items")
+            if len(results) != len(items):
+                raise RuntimeError(f"{fn_many.__name__} returned {len(results)} results for {len(items)} items")
+            by_item = dict(zip(items, results, strict=True))
+            results = [by_item[item] for item, _ in batch]
         except BrokenProcessPool as e:
             log.warning("the model worker died; starting another")
             with self._lock:

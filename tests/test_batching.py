@@ -152,3 +152,28 @@ def test_without_a_worker_the_waiting_calls_batch_in_this_process(loaded):
         asked_together(here, loaded, 2)
     finally:
         here.close()
+
+
+def test_the_same_item_asked_by_many_is_computed_once(loaded):
+    """A class on the Compare page asks for the same sentences at once: a batch computes each distinct one once."""
+    here, seen = ModelWorker(CallLimit(1, threads=1), enabled=False), []
+
+    def counting(model, tok, texts, *args):  # a local fn_many: with the worker off it runs here
+        seen.append(list(texts))
+        return analyze_many(model, tok, texts, *args)
+
+    start = threading.Barrier(12)
+
+    def ask(i):
+        start.wait()
+        return here.call_many(loaded, counting, analyze, TEXTS[i % 2], DecodeSettings())
+
+    try:
+        with ThreadPoolExecutor(max_workers=12) as pool:
+            results = list(pool.map(ask, range(12)))
+    finally:
+        here.close()
+    assert all(len(set(texts)) == len(texts) for texts in seen), "no item twice in one batch"
+    assert max(here.batch_sizes) > 2 and sum(len(t) for t in seen) < 12
+    for i, a in enumerate(results):
+        assert a.translation == results[i % 2].translation

@@ -58,15 +58,15 @@ def test_a_thread_holding_a_slot_enters_again():
 
 def test_a_released_slot_lets_another_thread_in_and_is_taken_back():
     """``released``: while the one slot's holder waits (for the model worker), another thread runs inside; after the
-    block the holder is inside again, as deep as before, and the other thread is not."""
-    limit, order = CallLimit(1), []
-    other_in, other_out = threading.Event(), threading.Event()
+    block the holder takes the slot back when it is free, and never waits for it (the other may wait for the holder:
+    a cached value the holder computes), so the two cannot deadlock."""
+    limit = CallLimit(1)
+    other_in, other_out, holder_done = threading.Event(), threading.Event(), threading.Event()
 
     def other():
         with limit:
-            order.append("other inside")
             other_in.set()
-            other_out.wait(5)
+            other_out.wait(5)  # e.g. waiting for a value the holder computes
 
     with limit, limit:  # depth 2
         t = threading.Thread(target=other)
@@ -74,14 +74,42 @@ def test_a_released_slot_lets_another_thread_in_and_is_taken_back():
         assert not other_in.wait(0.2), "the slot is held"
         with limit.released():
             assert other_in.wait(5), "a released slot lets the other thread in"
-            other_out.set()
-        order.append("holder back")  # only after the other thread left: the slot was taken back
-        assert limit._held.depth == 2
-        assert not limit._free.acquire(blocking=False), "the holder has the slot again"
-    t.join(5)
-    assert order == ["other inside", "holder back"]
+        assert limit._held.depth == 2 and not limit._held.slot, "the other holds the slot: the holder goes on without"
+        holder_done.set()
+        other_out.set()
+        t.join(5)
+    assert limit._free.acquire(blocking=False), "the other gave its slot back; the holder had none to give"
+    limit._free.release()
+    assert holder_done.is_set()
+    with limit:
+        with limit.released():  # nobody else: the slot is free after the block and taken back
+            pass
+        assert limit._held.slot and not limit._free.acquire(blocking=False), "the holder has the slot again"
+    assert limit._free.acquire(blocking=False), "given back at the outermost exit"
+    limit._free.release()
     with limit.released():  # a thread without a slot: unchanged
         assert getattr(limit._held, "depth", 0) == 0
+
+
+def test_a_holder_without_its_slot_gives_back_nothing():
+    limit = CallLimit(1)
+    entered = threading.Event()
+    leave = threading.Event()
+
+    def other():
+        with limit:
+            entered.set()
+            leave.wait(5)
+
+    with limit:
+        t = threading.Thread(target=other)
+        t.start()
+        with limit.released():
+            assert entered.wait(5)
+    leave.set()
+    t.join(5)
+    assert limit._free.acquire(blocking=False) and not limit._free.acquire(blocking=False), "still exactly one slot"
+    limit._free.release()
 
 
 def test_each_call_runs_torch_with_its_threads():
