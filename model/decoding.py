@@ -39,7 +39,10 @@ class Decoder:
     kept here, on this per-call object, never on the shared model.
     """
 
-    def __init__(self, model: Transformer, src: Tensor, iv: Interventions = NO_INTERVENTIONS, enc: EncoderResult | None = None):
+    def __init__(
+        self, model: Transformer, src: Tensor | None, iv: Interventions = NO_INTERVENTIONS, enc: EncoderResult | None = None
+    ):
+        """``src (B, S)`` is encoded here unless ``enc`` (its ``model.encode``) is given; then it may be None."""
         self.model, self.iv = model, iv
         self.enc = enc if enc is not None else model.encode(src, iv)
         self.cache: list[LayerCache] | None = None  # per decoder layer; the memory's K/V from the first step on
@@ -241,7 +244,7 @@ def greedy_steps_batch(
     cfg = model.cfg
     B = len(srcs)
     device = enc.memory.device
-    dec = Decoder(model, torch.empty(0), iv, enc=enc)
+    dec = Decoder(model, None, iv, enc=enc)  # the batch is encoded already
     lengths = [len(s) for s in srcs]
     steps: list[list[Step]] = [[] for _ in range(B)]
     prefixes = [[cfg.bos_id] for _ in range(B)]
