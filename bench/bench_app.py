@@ -85,11 +85,18 @@ def free_port() -> int:
 
 
 def start_server(
-    port: int, models: str | None, log_path: Path, flags: list[str] = (), *, root: Path = bl.ROOT, cpus: str | None = None
+    port: int,
+    models: str | None,
+    log_path: Path,
+    flags: list[str] = (),
+    *,
+    root: Path = bl.ROOT,
+    cpus: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
     """``streamlit run app.py`` of the checkout ``root`` (default: this one) on 127.0.0.1:``port``; ``cpus``: a
-    ``taskset -c`` CPU list to pin it (and its model worker) to."""
-    env = dict(os.environ)
+    ``taskset -c`` CPU list to pin it (and its model worker) to; ``env``: more environment variables."""
+    env = dict(os.environ) | (env or {})
     if models:
         env["ATTENTION_EXPLORER_MODELS"] = str(models)
     cmd = [sys.executable, "-m", "streamlit", "run", str(Path(root) / "app.py"), "--server.headless", "true", "--server.address", "127.0.0.1",
@@ -231,13 +238,28 @@ def cold_start(
     return {"server_healthy_s": t_health, "first_translation_s": t_first, "bytes_first_page": pg.received}, proc, pg
 
 
-def start_py_spy(pid: int, out: Path) -> subprocess.Popen | None:
-    """``py-spy record`` of the server into ``out`` (collapsed stacks), or None if py-spy is not installed."""
+def start_py_spy(pid: int, out: Path, rate: int = 200, *, gil: bool = False) -> subprocess.Popen | None:
+    """``py-spy record`` of the server into ``out`` (collapsed stacks, ``rate`` samples per second, without pausing
+    the process; ``gil``: only the thread that holds the GIL, i.e. where a GIL-bound process spends its one core),
+    or None if py-spy is not installed."""
     exe = Path(sys.executable).with_name("py-spy")
     if not exe.exists():
         print("py-spy not installed (pip install py-spy): no server profile", flush=True)
         return None
-    cmd = [str(exe), "record", "-p", str(pid), "-o", str(out), "-f", "raw", "-r", "200", "--nonblocking"]
+    cmd = [
+        str(exe),
+        "record",
+        "-p",
+        str(pid),
+        "-o",
+        str(out),
+        "-f",
+        "raw",
+        "-r",
+        str(rate),
+        "--nonblocking",
+        *(["--gil"] if gil else []),
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

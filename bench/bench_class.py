@@ -3,6 +3,7 @@
     python bench/bench_class.py [--n 60,120] [--windows 3] [--pages all] [--quick]
     python bench/bench_class.py --app-root /tmp/before ...   # the app of another checkout (before / after)
     python bench/bench_class.py --cpus 1 ...                 # server and students pinned to these CPUs
+    python bench/bench_class.py --replicas 2 ...             # deploy/'s recipe: 2 replicas behind nginx
 
 No browser: each simulated student speaks Streamlit's own websocket protocol, as the browser does.
 It connects to ``ws://127.0.0.1:PORT/_stcore/stream`` (subprotocol ``streamlit``) and sends a
@@ -20,7 +21,7 @@ finishes too:
 
 The N students arrive evenly spread over the arrival window (student i at ``i * window / N`` s),
 on a fresh server that one warm-up student (another sentence) has already opened, as a teacher
-would before the lesson. Measured per student: arrival (before the websocket connects) to
+would before the lesson (with ``--replicas``: each replica, directly). Measured per student: arrival (before the websocket connects) to
 ``script_finished`` of the first run, and the widget change's send to its ``script_finished``.
 A student fails on a timeout, a closed connection, a run that does not finish, an exception
 element or an error alert in the page. Server: CPU seconds (``/proc/PID/stat`` utime + stime, of the
@@ -34,9 +35,11 @@ server of its own. The translation is the Mask lab's "Before" box; the Attention
 so there it is the predicted pieces on the zoom map's rows. A difference counts as a mismatch.
 
 Only 127.0.0.1 and at most 120 students. The load generator (one asyncio loop, this process) runs
-on the same machine; its own CPU time is reported too. ``--py-spy`` records the server and the model worker
-during the bursts (py-spy from bench/requirements.txt) and prints where their busy samples went, by kind of
-work (``WORK``: the first kind whose marker a sample's stack holds).
+on the same machine; its own CPU time is reported too. ``--py-spy`` records the server (the thread
+holding the GIL: where its one core goes) and the model worker (every busy thread: torch works without the GIL)
+during the bursts (py-spy from bench/requirements.txt, ``SPY_RATE`` samples/s, not pausing them) and prints where
+their busy samples went, by kind of work (``WORK``: the first kind whose marker a sample's stack holds). The
+timings of a profiled burst are slower than without: py-spy shares the cores.
 """
 
 from __future__ import annotations
@@ -48,9 +51,11 @@ import html
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
+import tempfile
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -64,6 +69,8 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
+
+from serving import nginx
 
 HOST = "127.0.0.1"
 MAX_STUDENTS = 120
@@ -351,10 +358,11 @@ def children(pid: int) -> list[int]:
     return out
 
 
-def cpu_seconds(pid: int, *, with_children: bool = True) -> float:
-    """User + system CPU time of process ``pid`` (all its threads) and of its children now, in seconds."""
+def cpu_seconds(pid: int | list[int], *, with_children: bool = True) -> float:
+    """User + system CPU time of process ``pid`` (all its threads; a list: of each) and of its children now, in s."""
+    pids = [pid] if isinstance(pid, int) else [p for p in pid if p]
     total = 0.0
-    for p in [pid, *children(pid)] if with_children else [pid]:
+    for p in [*pids, *(c for q in pids for c in children(q))] if with_children else pids:
         try:
             f = _stat(p)
         except OSError:
@@ -363,7 +371,7 @@ def cpu_seconds(pid: int, *, with_children: bool = True) -> float:
     return total
 
 
-def settle(pid: int, timeout: float = 60.0) -> None:
+def settle(pid: int | list[int], timeout: float = 60.0) -> None:
     """Wait until the server and its children use less than 10 % of a core (e.g. the model worker has loaded)."""
     end, last = time.monotonic() + timeout, cpu_seconds(pid)
     while time.monotonic() < end:
@@ -374,38 +382,84 @@ def settle(pid: int, timeout: float = 60.0) -> None:
         last = now
 
 
-def memory_mib(pid: int) -> dict:
-    """Peak RSS (``VmHWM``) of the server and the sum of its children's (the model worker), in MiB."""
-    kids = [ba.memory_kib(c)["peak_rss_kib"] or 0 for c in children(pid)]
-    return {"peak_rss_mib": ba.memory_kib(pid)["peak_rss_kib"] / 1024, "children_peak_rss_mib": sum(kids) / 1024}
+def memory_mib(pids: list[int]) -> dict:
+    """Peak RSS (``VmHWM``) of the server (the sum over replicas) and the sum of its children's (the model worker),
+    in MiB."""
+    kids = [ba.memory_kib(c)["peak_rss_kib"] or 0 for p in pids for c in children(p)]
+    own = [ba.memory_kib(p)["peak_rss_kib"] or 0 for p in pids]
+    return {"peak_rss_mib": sum(own) / 1024, "children_peak_rss_mib": sum(kids) / 1024}
 
 
 @dataclass(frozen=True)
 class Setup:
     """How the server is started: models folder, extra ``streamlit run`` flags, the checkout whose app runs,
-    the CPUs it is pinned to (``taskset -c``; None: all)."""
+    the CPUs it is pinned to (``taskset -c``; None: all), and ``replicas``: 1 for one ``streamlit run`` (its model
+    calls in a worker process beside it), K > 1 for deploy/'s classroom recipe run natively: K ``streamlit run``
+    processes (each with the model in its own process, ``ATTENTION_EXPLORER_MODEL_PROCESS=0``, one torch thread;
+    replica i pinned to the i-th of ``cpus`` when given) behind Debian's nginx with the shipped deploy/nginx.conf."""
 
     models: str | None = None
     flags: tuple[str, ...] = ()
     root: Path = bl.ROOT
     cpus: str | None = None
+    replicas: int = 1
+
+
+REPLICA_ENV = {"ATTENTION_EXPLORER_MODEL_PROCESS": "0", "OMP_NUM_THREADS": "1"}  # as deploy/compose.yaml's app services
 
 
 class Server:
-    """``streamlit run app.py`` on 127.0.0.1 at a free port, stopped on exit."""
+    """``streamlit run app.py`` on 127.0.0.1 at a free port (``port``), or ``Setup.replicas`` of them behind nginx
+    (``port`` is nginx's); stopped on exit. ``pids``: the Streamlit processes (their children are the model worker
+    or nothing); ``proxy_pid``: nginx's master process (its children are its workers), or None."""
 
     def __init__(self, setup: Setup, log_name: str):
-        self.port = ba.free_port()
         logs = bl.RESULTS / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        self.proc = ba.start_server(self.port, setup.models, logs / log_name, list(setup.flags), root=setup.root, cpus=setup.cpus)
+        self.procs: list[subprocess.Popen] = []
+        self.proxy: subprocess.Popen | None = None
+        self.ports = [ba.free_port() for _ in range(setup.replicas)]
+        single = setup.replicas == 1
+        cpus = [str(c) for part in setup.cpus.split(",") for c in _cpu_range(part)] if setup.cpus else []
+        for i, port in enumerate(self.ports):
+            log = logs / (log_name if single else log_name.replace(".log", f"-replica{i + 1}.log"))
+            pin = setup.cpus if single else (cpus[i % len(cpus)] if cpus else None)
+            env = None if single else REPLICA_ENV
+            self.procs.append(ba.start_server(port, setup.models, log, list(setup.flags), root=setup.root, cpus=pin, env=env))
+        self.port = self.ports[0]
+        if not single:
+            self.workdir = Path(tempfile.mkdtemp(prefix="bench-class-nginx-"))
+            self.port = ba.free_port()
+            nginx.write_conf(self.workdir, [f"{HOST}:{p}" for p in self.ports], f"{HOST}:{self.port}")
+            out = (logs / log_name.replace(".log", "-nginx.log")).open("w")
+            self.proxy = subprocess.Popen(
+                nginx.command(self.workdir), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    @property
+    def proxy_pid(self) -> int | None:
+        return self.proxy.pid if self.proxy else None
 
     def __enter__(self) -> Server:
-        ba.wait_health(self.port, self.proc)
+        try:
+            for port, proc in zip(self.ports, self.procs, strict=True):
+                ba.wait_health(port, proc)
+            if self.proxy:
+                ba.wait_health(self.port, self.proxy)
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
-        ba.stop_server(self.proc)
+        for proc in [*self.procs, *filter(None, [self.proxy])]:
+            ba.stop_server(proc)
+        if self.proxy:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 WORK = [  # (kind of work, markers in a sample's stack), the first kind that matches names the sample
@@ -421,6 +475,7 @@ WORK = [  # (kind of work, markers in a sample's stack), the first kind that mat
 ]
 
 
+SPY_RATE = 50  # samples/s: at 100-200 py-spy (0.4.3, --nonblocking) used a whole core and the server stalled
 WORKER_WAITS = "_recv (multiprocessing/connection.py"  # the worker's leaf frame while it waits for a call
 
 
@@ -505,28 +560,32 @@ def references(page: str, sentences: list[str], setup: Setup) -> dict:
 def burst(page: str, n: int, window: float, setup: Setup, reference: dict, spy_to: Path | None = None) -> dict:
     """N students on ``page`` within ``window`` seconds, on a fresh server after one warm-up student."""
     with Server(setup, f"class-{page}-{n}-{window:g}.log") as srv:
-        warm = asyncio.run(crowd(srv.port, page, [WARMUP_SENTENCE], 0.0, CHANGES.get(page), think=0.0))[0]
-        if warm["errors"]:
-            raise RuntimeError(f"warm-up student failed: {warm['errors']}")
-        settle(srv.proc.pid)
+        for port in srv.ports:  # each replica directly (through nginx, a warm-up would reach one of them)
+            warm = asyncio.run(crowd(port, page, [WARMUP_SENTENCE], 0.0, CHANGES.get(page), think=0.0))[0]
+            if warm["errors"]:
+                raise RuntimeError(f"warm-up student failed: {warm['errors']}")
+        settle([*srv.pids, srv.proxy_pid])
         spies = []
-        if spy_to:
-            spies = [ba.start_py_spy(srv.proc.pid, spy_to)]
-            workers = [c for c in children(srv.proc.pid) if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
-            spies += [ba.start_py_spy(w, spy_to.with_suffix(".worker.txt")) for w in workers[:1]]
+        if spy_to:  # the first replica and its model worker
+            spies = [ba.start_py_spy(srv.pids[0], spy_to, rate=SPY_RATE, gil=True)]  # its threads share one GIL
+            workers = [c for c in children(srv.pids[0]) if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+            spies += [ba.start_py_spy(w, spy_to.with_suffix(".worker.txt"), rate=SPY_RATE) for w in workers[:1]]
         load = os.getloadavg()[0]
-        cpu0, own0, t0 = cpu_seconds(srv.proc.pid), time.process_time(), time.perf_counter()
-        alone0 = cpu_seconds(srv.proc.pid, with_children=False)
+        everything = [*srv.pids, srv.proxy_pid]
+        cpu0, own0, t0 = cpu_seconds(everything), time.process_time(), time.perf_counter()
+        alone0, proxy0 = cpu_seconds(srv.pids, with_children=False), cpu_seconds(srv.proxy_pid or [])
         students = asyncio.run(crowd(srv.port, page, class_sentences(n), window, CHANGES.get(page)))
-        wall, cpu = time.perf_counter() - t0, cpu_seconds(srv.proc.pid) - cpu0
-        alone = cpu_seconds(srv.proc.pid, with_children=False) - alone0
+        wall, cpu = time.perf_counter() - t0, cpu_seconds(everything) - cpu0
+        alone = cpu_seconds(srv.pids, with_children=False) - alone0
+        proxy = cpu_seconds(srv.proxy_pid or []) - proxy0
         own = time.process_time() - own0
-        mem = memory_mib(srv.proc.pid)
+        mem = memory_mib(srv.pids)
         for spy in filter(None, spies):
             spy.send_signal(signal.SIGINT)
             spy.wait(30)
     res = {"page": page, "n": n, "window_s": window, "load_avg_1m_before": round(load, 2), "client_cpu_s": own}
-    res |= {"server_process_cpu_s": alone, "worker_cpu_s": cpu - alone}  # the Streamlit process; the model worker
+    res |= {"replicas": setup.replicas, "server_process_cpu_s": alone, "proxy_cpu_s": proxy}  # Streamlit; nginx
+    res["worker_cpu_s"] = cpu - alone - proxy  # the model worker (replicas: none, the model runs in each one)
     res |= summarise(students, wall, cpu, mem, reference)
     res["students"] = students
     return res
@@ -536,7 +595,7 @@ def run(*, ns: list[int], windows: list[float], pages: list[str], setup: Setup =
     if max(ns) > MAX_STUDENTS:
         raise ValueError(f"at most {MAX_STUDENTS} students")
     res: dict = {"streamlit_flags": list(setup.flags), "think_s": THINK_S, "rows": [], "py_spy_top": {}}
-    res |= {"app_root": str(setup.root), "cpus": setup.cpus, "commit": git_commit(setup.root)}
+    res |= {"app_root": str(setup.root), "cpus": setup.cpus, "commit": git_commit(setup.root), "replicas": setup.replicas}
     for page in pages:
         t = time.perf_counter()
         reference = references(page, class_sentences(max(ns)), setup)
@@ -597,14 +656,14 @@ def table(res: dict) -> str:
             r["failures"],
             len(r["mismatches"]),
             f"{r['server_cores_busy']:.2f} ({r['server_cpu_s']:.0f} s: {r.get('server_process_cpu_s', 0):.0f} + "
-            f"{r.get('worker_cpu_s', 0):.0f})",
+            f"{r.get('worker_cpu_s', 0) + r.get('proxy_cpu_s', 0):.0f})",
             f"{r['peak_rss_mib']:.0f} + {r.get('children_peak_rss_mib', 0):.0f}",
             r["load_avg_1m_before"],
         ]
         for r in res["rows"]
     ]
     headers = ["page", "N", "arrivals within", "first run p50 (s)", "p95 (s)", "max (s)", "widget change p50 / p95 (s)",
-               "failures", "≠ single session", "server CPU, cores (CPU s: Streamlit + model worker)", "peak RSS, server + worker (MiB)", "load before"]  # fmt: skip
+               "failures", "≠ single session", "server CPU, cores (CPU s: Streamlit + model worker or nginx)", "peak RSS, server + worker (MiB)", "load before"]  # fmt: skip
     out = bl.md_table(headers, rows)
     single = "; ".join(f"{PAGE_TITLES[p]} {v['first_median_s']:.2f} s" for p, v in res.get("single_session", {}).items())
     out += f"\n\nOne session alone (the references), median first run: {single}."
@@ -612,6 +671,11 @@ def table(res: dict) -> str:
         out += "\n" + bl.target_line(f"{what}: p95 ≤ {P95_TARGET_S:g} s, 0 failures, RSS ≤ {RSS_TARGET_MIB} MiB", met)
     if res.get("streamlit_flags"):
         out += f"\n\nServer started with `{' '.join(res['streamlit_flags'])}`."
+    if res.get("replicas", 1) > 1:
+        out += (
+            f"\n\n{res['replicas']} replicas behind nginx (deploy/nginx.conf), the model in each replica's process: "
+            '"server" is their sum (Streamlit + nginx), "worker" none.'
+        )
     if res.get("cpus"):
         out += f"\n\nServer, model worker and students pinned to CPU {res['cpus']} (`taskset -c`)."
     if res.get("commit"):
@@ -649,6 +713,12 @@ def main() -> None:
     )
     ap.add_argument("--cpus", help="pin the server (and its model worker) and the students to these CPUs (taskset -c list)")
     ap.add_argument("--flag", action="append", default=[], help="extra `streamlit run` option")
+    ap.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="K > 1: deploy/'s recipe natively, K `streamlit run` replicas (model in-process) behind nginx (deploy/nginx.conf)",
+    )
     ap.add_argument("--py-spy", action="store_true", help="profile the server and the model worker during each burst")
     ap.add_argument("--name", default="class", help="results file bench/results/<name>.json")
     args = ap.parse_args()
@@ -660,7 +730,9 @@ def main() -> None:
         ap.error(f"unknown pages {sorted(unknown)}; known: {', '.join(PAGE_TITLES)}")
     if args.cpus:
         os.sched_setaffinity(0, {int(c) for part in args.cpus.split(",") for c in _cpu_range(part)})
-    setup = Setup(args.models, tuple(args.flag), args.app_root.resolve(), args.cpus)
+    if args.replicas > 1 and nginx.missing():
+        ap.error(f"--replicas needs nginx: {nginx.missing()}")
+    setup = Setup(args.models, tuple(args.flag), args.app_root.resolve(), args.cpus, max(1, args.replicas))
     res = run(ns=ns, windows=windows, pages=pages, setup=setup, py_spy=args.py_spy)
     print(table(res))
     if not args.no_write:

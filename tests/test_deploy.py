@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import pwd
 import re
 import shutil
 import subprocess
@@ -41,13 +39,14 @@ from browser_support import (
 )
 
 from model.records import KIND_NAMES
+from serving import nginx
+from serving.nginx import block
 
 DEPLOY = ROOT / "deploy"
 DOCKERFILE = DEPLOY / "Dockerfile"
 COMPOSE = DEPLOY / "compose.yaml"
-NGINX_CONF = DEPLOY / "nginx.conf"
+NGINX_CONF = DEPLOY / "nginx.conf"  # serving.nginx.NGINX_CONF
 DOCKERIGNORE = ROOT / ".dockerignore"
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 APP_PORT = 8501  # Streamlit's port inside each replica's container
 HEALTH_PATH = "/_stcore/health"
 STREAM_PATH = "/_stcore/stream"
@@ -75,14 +74,6 @@ def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def block(conf: str, opening: str) -> str:
-    """The body of the first nginx block that opens with ``opening`` (e.g. ``upstream streamlit``), up to its first
-    closing brace: for ``server``, the directives before its first location."""
-    match = re.search(re.escape(opening) + r"\s*\{(.*?)\n\s*\}", conf, re.S)
-    assert match, f"deploy/nginx.conf has no `{opening} {{ ... }}` block"
-    return match.group(1)
-
-
 def directives(body: str, name: str) -> list[str]:
     """The arguments of each ``name ...;`` directive in a block body (comments dropped)."""
     lines = (line.split("#", 1)[0] for line in body.splitlines())
@@ -107,34 +98,6 @@ def seconds(value: str) -> int:
     """An nginx time (``86400s``, ``1d``, ``5m``, ``300``) in seconds."""
     number, unit = re.fullmatch(r"(\d+)([smhd]?)", value).groups()
     return int(number) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
-
-
-def nginx_conf_for(template: str, servers: list[str], listen: str, workdir: Path) -> str:
-    """The shipped nginx.conf with other upstream servers, listen address and log folder, and nginx's temporary
-    files in ``workdir``: the config the tests run, as this user (``user`` is ignored when not root)."""
-    body = block(template, "upstream streamlit")
-    first = re.search(r"^(\s*)server\s+\S+([^;]*);", body, re.M)
-    kept = [line for line in body.splitlines() if not re.match(r"\s*server\s", line)]
-    new_body = "\n".join(kept) + "".join(f"\n{first.group(1)}server {s}{first.group(2)};" for s in servers)
-    conf = template.replace(body, new_body, 1)
-    conf, n = re.subn(r"^(\s*)listen\s+80;", rf"\g<1>listen {listen};", conf, flags=re.M)
-    assert n == 1, "deploy/nginx.conf must `listen 80;` once"
-    assert "/var/log/nginx/" in conf, "deploy/nginx.conf must write its access log to /var/log/nginx/"
-    conf = conf.replace("/var/log/nginx/", f"{workdir}/")
-    temp = "".join(f"    {kind}_temp_path {workdir}/{kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    conf, n = re.subn(r"^http\s*\{\n", lambda m: m.group(0) + temp, conf, flags=re.M)
-    assert n == 1, "deploy/nginx.conf must have one `http {` block"
-    return f"user {pwd.getpwuid(os.geteuid()).pw_name};\n" + conf
-
-
-def nginx_missing() -> str | None:
-    return None if Path(NGINX).exists() else f"{NGINX} is missing: apt-get install -y nginx"
-
-
-def nginx_cmd(workdir: Path, *extra: str) -> list[str]:
-    """nginx in the foreground with the prefix, config, pid file and error log in ``workdir``."""
-    conf = workdir / "nginx.conf"
-    return [NGINX, *extra, "-p", str(workdir), "-c", str(conf), "-g", f"daemon off; pid {workdir}/nginx.pid; error_log stderr;"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -221,16 +184,16 @@ def test_dockerignore_keeps_the_app_and_leaves_out_the_rest():
         assert heavy in patterns, f".dockerignore should leave out {heavy}"
 
 
-@pytest.mark.skipif(nginx_missing() is not None, reason=str(nginx_missing()))
+@pytest.mark.skipif(nginx.missing() is not None, reason=str(nginx.missing()))
 def test_nginx_accepts_the_shipped_config(tmp_path):
-    conf = nginx_conf_for(NGINX_CONF.read_text(encoding="utf-8"), ["127.0.0.1:1", "127.0.0.1:2"], "127.0.0.1:1", tmp_path)
+    conf = nginx.conf_for(NGINX_CONF.read_text(encoding="utf-8"), ["127.0.0.1:1", "127.0.0.1:2"], "127.0.0.1:1", tmp_path)
     (tmp_path / "nginx.conf").write_text(conf)
-    check = subprocess.run(nginx_cmd(tmp_path, "-t"), capture_output=True, text=True, timeout=30)
+    check = subprocess.run(nginx.command(tmp_path, "-t"), capture_output=True, text=True, timeout=30)
     assert check.returncode == 0, f"nginx -t rejects deploy/nginx.conf:\n{check.stderr}\n{conf}"
 
 
 def test_nginx_conf_for_replaces_servers_listen_and_paths(tmp_path):
-    conf = nginx_conf_for(
+    conf = nginx.conf_for(
         NGINX_CONF.read_text(encoding="utf-8"), ["127.0.0.1:7001", "127.0.0.1:7002"], "127.0.0.1:7000", tmp_path
     )
     assert upstream_servers(conf) == ["127.0.0.1:7001", "127.0.0.1:7002"]
@@ -254,12 +217,12 @@ def nginx_proxy(workdir: Path, ports: list[int]) -> Iterator[Proxy]:
     """Debian's nginx with the shipped config in front of the replicas at ``ports``, on a free loopback port."""
     port = free_port()
     servers = [f"127.0.0.1:{p}" for p in ports]
-    conf = nginx_conf_for(NGINX_CONF.read_text(encoding="utf-8"), servers, f"127.0.0.1:{port}", workdir)
+    conf = nginx.conf_for(NGINX_CONF.read_text(encoding="utf-8"), servers, f"127.0.0.1:{port}", workdir)
     (workdir / "nginx.conf").write_text(conf)
     proxy = Proxy(f"http://127.0.0.1:{port}", workdir / "access.log")
     ARTIFACTS.mkdir(exist_ok=True)
     with open(ARTIFACTS / "deploy-nginx.log", "w") as log:
-        proc = subprocess.Popen(nginx_cmd(workdir), stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(nginx.command(workdir), stdout=log, stderr=subprocess.STDOUT)
         try:
             wait_healthy(proxy.url, proc, f"nginx (log: {ARTIFACTS / 'deploy-nginx.log'})")
             yield proxy
@@ -326,7 +289,7 @@ def wait_for(what: str, found, timeout: float = WAIT):
 @pytest.mark.slow
 @pytest.mark.browser
 def test_a_reload_after_its_replica_dies_shows_the_same_page_from_the_other_replica(tmp_path):
-    if (reason := nginx_missing() or skip_reason()) is not None:
+    if (reason := nginx.missing() or skip_reason()) is not None:
         pytest.skip(reason)
     sentence, _ = SENTENCES
     query = {"model": MODEL, "sentence": sentence}
