@@ -108,7 +108,7 @@ def sidebar() -> tuple[str, Loaded, DecodeSettings]:
     if limits := state.model_limits(path):
         sb.caption(limits)
     cfg = loaded.model.cfg
-    facts = [f"device **{loaded.device}**", f"{loaded.model.n_params() / 1e6:.2f} M parameters"]
+    facts = [f"device **{loaded.device}**", f"{state.n_params(path) / 1e6:.2f} M parameters"]
     if bleu := state.test_bleu_line(state.model_info(path)):
         facts.append(bleu)
     sb.caption(" · ".join(facts))

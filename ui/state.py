@@ -63,7 +63,9 @@ def _interventions_hash(iv: Interventions) -> str:
     return repr({name: sorted(v) if isinstance(v, frozenset) else v for name, v in vars(iv).items()})
 
 
-IV_HASH = {Interventions: _interventions_hash}
+# Streamlit hashes a dataclass argument field by field through its generic hasher, ~0.3 ms per DecodeSettings; a
+# page run makes a dozen cached calls. repr is exact (every field, floats round-trip) and ten times cheaper.
+HASH_FUNCS = {Interventions: _interventions_hash, DecodeSettings: repr}
 
 
 # -- cached loading and analysis ------------------------------------------------------------------------------------
@@ -126,6 +128,12 @@ def test_bleu_line(info: dict) -> str | None:
     return f"BLEU {bleu:.1f} (dev, greedy)" if isinstance(bleu, int | float) else None
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def n_params(path: str) -> int:
+    """The model's parameter count (``Transformer.n_params``: a walk over every parameter, ~1 ms), once per model."""
+    return load_model(path).model.n_params()
+
+
 def card_line(path: str, field: str) -> str | None:
     """metrics.json ``card.<field>``, if it is a non-blank string."""
     card = model_info(path).get("card")
@@ -153,7 +161,7 @@ def task_of(path: str) -> str:
 
 # 512 entries (~25 MB pickled): a class of 120 computes its analyses ahead of the page gate (``analyse_ahead``),
 # and each must still be cached when its page reads it (with 32 entries, 71 of a batch of 120 were evicted first)
-@st.cache_data(show_spinner="Translating…", max_entries=512, hash_funcs=IV_HASH)
+@st.cache_data(show_spinner="Translating…", max_entries=512, hash_funcs=HASH_FUNCS)
 def run_analysis(path: str, text: str, settings: DecodeSettings, iv: Interventions = NO_INTERVENTIONS) -> Analysis:
     """``model.analysis.analyze`` of one input under ``settings`` and ``iv``; in the model worker, batched with the
     analyses other sessions ask for meanwhile (``analyze_many``: a class arriving at once)."""
@@ -161,7 +169,7 @@ def run_analysis(path: str, text: str, settings: DecodeSettings, iv: Interventio
     return MODEL_WORKER.call_many(m, analyze_many, analyze, text, settings, iv)
 
 
-@st.cache_data(show_spinner="Decoding step by step…", max_entries=64)
+@st.cache_data(show_spinner="Decoding step by step…", max_entries=64, hash_funcs=HASH_FUNCS)
 def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int, ...]) -> list:
     """``model.analysis.step_trace`` of one input with a forced output prefix (compact ids); with none, the analysis's
     own steps (``Analysis.steps``, the same records: greedy and sampling decode once)."""
@@ -171,7 +179,7 @@ def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int,
     return MODEL_WORKER.call(load_model(path), step_trace, a.source.ids, settings=settings, forced=forced, k=TOP_K)
 
 
-@st.cache_data(show_spinner="Teacher-forcing the reference…", max_entries=32)
+@st.cache_data(show_spinner="Teacher-forcing the reference…", max_entries=32, hash_funcs=HASH_FUNCS)
 def run_reference(path: str, text: str, settings: DecodeSettings, reference: str):
     """Maps of the reference translation fed to the decoder (teacher forcing): (maps, decoder input, predicted)."""
     m = load_model(path)
@@ -179,7 +187,7 @@ def run_reference(path: str, text: str, settings: DecodeSettings, reference: str
     return MODEL_WORKER.call(m, reference_maps, source, reference)
 
 
-@st.cache_data(show_spinner=False, max_entries=32, hash_funcs=IV_HASH)
+@st.cache_data(show_spinner=False, max_entries=32, hash_funcs=HASH_FUNCS)
 def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Interventions, output_of: str | None = None) -> Maps:
     """Maps of ``text`` under ``iv`` with the decoder fed the unchanged model's output for ``output_of`` (default:
     ``text`` itself), teacher-forced: the decoder rows line up with that output's own maps. Row t is step t's
@@ -205,14 +213,14 @@ def positional_matrix(path: str, n: int) -> np.ndarray:
     return load_model(path).model.positional_encoding(n).detach().float().cpu().numpy()
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@st.cache_data(show_spinner=False, max_entries=32, hash_funcs=HASH_FUNCS)
 def run_head_stats(path: str, text: str, settings: DecodeSettings) -> tuple[pd.DataFrame, np.ndarray]:
     """Per-head statistics table and the encoder's attention rollout ``(L, S, S)`` of one input."""
     m = run_analysis(path, text, settings).maps
     return head_stats(m.enc_self, m.dec_self, m.cross), rollout(m.enc_self)
 
 
-@st.cache_data(show_spinner="Weighing the value vectors…", max_entries=32)
+@st.cache_data(show_spinner="Weighing the value vectors…", max_entries=32, hash_funcs=HASH_FUNCS)
 def run_norm_maps(path: str, text: str, settings: DecodeSettings) -> Maps:
     """Norm-weighted attention shares of every kind, layer and head of the translation (``norm_weighted_maps``)."""
     m = load_model(path)
@@ -222,7 +230,7 @@ def run_norm_maps(path: str, text: str, settings: DecodeSettings) -> Maps:
     return MODEL_WORKER.call(m, norm_weighted_maps, a.source.ids, tgt_out, tokenizer=False)
 
 
-@st.cache_data(show_spinner="Explaining the token…", max_entries=64, hash_funcs=IV_HASH)
+@st.cache_data(show_spinner="Explaining the token…", max_entries=64, hash_funcs=HASH_FUNCS)
 def run_explanation(
     path: str, text: str, settings: DecodeSettings, iv: Interventions, position: int, contrast: int | None
 ) -> Explanation:
@@ -233,7 +241,7 @@ def run_explanation(
     return MODEL_WORKER.call(m, explain, a.source.ids, a.out_ids, position, iv, contrast=contrast, ig_steps=0)
 
 
-@st.cache_data(show_spinner=False, max_entries=512, hash_funcs=IV_HASH)
+@st.cache_data(show_spinner=False, max_entries=512, hash_funcs=HASH_FUNCS)
 def run_ig_part(
     path: str, text: str, settings: DecodeSettings, iv: Interventions, position: int, contrast: int | None, segment: int
 ) -> IGPart:
@@ -245,7 +253,7 @@ def run_ig_part(
     )
 
 
-@st.cache_data(show_spinner="Reading every layer…", max_entries=32, hash_funcs=IV_HASH)
+@st.cache_data(show_spinner="Reading every layer…", max_entries=32, hash_funcs=HASH_FUNCS)
 def run_layer_lens(path: str, text: str, settings: DecodeSettings, iv: Interventions) -> LayerLens:
     """``model.attribution.layer_lens`` of the translation under ``iv``: logit lens and DecoderLens."""
     m = load_model(path)
@@ -260,7 +268,7 @@ def run_encoder_distance(path: str, a: str, b: str) -> EncoderDistance:
     return MODEL_WORKER.call(m, encoder_distance, a, b)
 
 
-@st.cache_data(show_spinner="Tracing one head…", max_entries=64, hash_funcs=IV_HASH)
+@st.cache_data(show_spinner="Tracing one head…", max_entries=64, hash_funcs=HASH_FUNCS)
 def run_head_trace(
     path: str, text: str, settings: DecodeSettings, iv: Interventions, kind: str, layer: int, head: int, query: int
 ) -> HeadTrace:

@@ -23,7 +23,7 @@ def render(ctx: state.Ctx) -> None:
             ("vocab", cfg.vocab_size, "pieces in the shared embedding matrix (source and target)"),
             ("target vocab", cfg.n_logits, "the first pieces of it, those the decoder can write: one logit each"),
             ("max_len", cfg.max_len, "longest sequence, in tokens"),
-            ("parameters", ctx.loaded.model.n_params(), "tied embeddings counted once"),
+            ("parameters", state.n_params(ctx.path), "tied embeddings counted once"),
         ],
         columns=["name", "value", "meaning"],
     )
