@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from model.checkpoint import Loaded, load_checkpoint
+from serving import heap
 from serving.limits import CallLimit
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,9 @@ log = logging.getLogger(__name__)
 
 @lru_cache(maxsize=4)
 def _load(path: str) -> Loaded:
-    return load_checkpoint(path)
+    loaded = load_checkpoint(path)
+    heap.freeze()
+    return loaded
 
 
 def _prepare(path: str) -> None:

@@ -39,6 +39,7 @@ from model.records import KINDS, EncoderDistance, Explanation, HeadTrace, IGPart
 from model.settings import NO_INTERVENTIONS, Interventions
 from model.stats import head_stats
 from model.trace import head_trace
+from serving import heap
 from serving.limits import CallLimit
 from serving.worker import ModelWorker
 from ui import catalog, keys
@@ -92,6 +93,7 @@ def load_model(path: str) -> Loaded:
     Raises ``model.checkpoint.CheckpointError`` if it does not load (not cached: the next call tries again).
     """
     loaded = load_checkpoint(path)
+    heap.freeze()  # the model and every module loaded so far: out of the cyclic GC's full collections
     MODEL_WORKER.start(path)  # loads it there too, in the background; calls run here until it has
     return loaded
 
