@@ -12,6 +12,7 @@ from streamlit.runtime.caching.cache_type import CacheType
 from streamlit.runtime.caching.hashing import update_hash
 
 from model.settings import KINDS, DecodeSettings, Interventions
+from ui import state
 from ui.state import HASH_FUNCS
 
 SETTINGS = hst.builds(
@@ -59,3 +60,24 @@ def test_equal_sets_in_another_order_share_a_cache_entry():
     a = Interventions(src_hidden=frozenset(range(40)))
     b = Interventions(src_hidden=frozenset(reversed(range(40))))
     assert key(a) == key(b)
+
+
+def test_the_page_reads_the_analysis_the_frame_computed(monkeypatch):
+    """The analysis app.py computes ahead of the page gate (``analyse_ahead``) is the one a page asks for with the
+    unchanged model's interventions: one model call, not two."""
+    calls = []
+
+    class Worker:
+        def call_many(self, loaded, fn_many, fn_one, item, *args):
+            calls.append(item)
+            return f"analysis {len(calls)} of {item}"
+
+    monkeypatch.setattr(state, "MODEL_WORKER", Worker())
+    monkeypatch.setattr(state, "load_model", lambda path: None)
+    state.run_analysis.clear()
+    frame = state.Frame("some/model", "A dog runs.", DecodeSettings())
+    state.analyse_ahead(frame)
+    assert state.run_analysis(frame.path, frame.text, frame.settings, Interventions()) == "analysis 1 of A dog runs."
+    assert state.run_analysis(frame.path, frame.text, frame.settings, Interventions(causal=False)) == "analysis 2 of A dog runs."
+    assert calls == ["A dog runs.", "A dog runs."]
+    state.run_analysis.clear()

@@ -128,6 +128,20 @@ def test_every_cached_model_call_is_in_ui_state():
     assert {f: names for f, names in elsewhere.items() if names} == {}, "cached calls belong in ui/state.py"
 
 
+def test_no_cached_call_has_a_default_argument():
+    """Streamlit keys a cached call by the arguments passed, not by the values the function sees: with a default,
+    ``run_analysis(p, t, s)`` and ``run_analysis(p, t, s, NO_INTERVENTIONS)`` were two cache entries, so every student
+    of a class had the same sentence analysed twice on Mask lab, Inside one head and Attention vs attribution."""
+    tree = ast.parse(MODEL_GATE.read_text(encoding="utf-8"))
+    cached = set(cached_functions(MODEL_GATE))
+    with_defaults = {
+        node.name: [a.arg for a in node.args.args[len(node.args.args) - len(node.args.defaults) :]]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and node.name in cached and (node.args.defaults or any(node.args.kw_defaults))
+    }
+    assert "run_analysis" in cached and with_defaults == {}, f"cached calls with defaults: {with_defaults}"
+
+
 def test_pages_are_functions_that_draw_nothing_at_import():
     for spec in catalog.PAGES:
         path = ROOT / "ui" / "pages" / f"{spec.path}.py"

@@ -164,7 +164,7 @@ def task_of(path: str) -> str:
 # 512 entries (~25 MB pickled): a class of 120 computes its analyses ahead of the page gate (``analyse_ahead``),
 # and each must still be cached when its page reads it (with 32 entries, 71 of a batch of 120 were evicted first)
 @st.cache_data(show_spinner="Translating…", max_entries=512, hash_funcs=HASH_FUNCS)
-def run_analysis(path: str, text: str, settings: DecodeSettings, iv: Interventions = NO_INTERVENTIONS) -> Analysis:
+def run_analysis(path: str, text: str, settings: DecodeSettings, iv: Interventions) -> Analysis:
     """``model.analysis.analyze`` of one input under ``settings`` and ``iv``; in the model worker, batched with the
     analyses other sessions ask for meanwhile (``analyze_many``: a class arriving at once)."""
     m = load_model(path)
@@ -175,7 +175,7 @@ def run_analysis(path: str, text: str, settings: DecodeSettings, iv: Interventio
 def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int, ...]) -> list:
     """``model.analysis.step_trace`` of one input with a forced output prefix (compact ids); with none, the analysis's
     own steps (``Analysis.steps``, the same records: greedy and sampling decode once)."""
-    a = run_analysis(path, text, settings)
+    a = run_analysis(path, text, settings, NO_INTERVENTIONS)
     if not forced and a.steps is not None:
         return a.steps
     return MODEL_WORKER.call(load_model(path), step_trace, a.source.ids, settings=settings, forced=forced, k=TOP_K)
@@ -185,18 +185,18 @@ def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int,
 def run_reference(path: str, text: str, settings: DecodeSettings, reference: str):
     """Maps of the reference translation fed to the decoder (teacher forcing): (maps, decoder input, predicted)."""
     m = load_model(path)
-    source = run_analysis(path, text, settings).source
+    source = run_analysis(path, text, settings, NO_INTERVENTIONS).source
     return MODEL_WORKER.call(m, reference_maps, source, reference)
 
 
 @st.cache_data(show_spinner=False, max_entries=32, hash_funcs=HASH_FUNCS)
-def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Interventions, output_of: str | None = None) -> Maps:
+def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Interventions, output_of: str | None) -> Maps:
     """Maps of ``text`` under ``iv`` with the decoder fed the unchanged model's output for ``output_of`` (default:
     ``text`` itself), teacher-forced: the decoder rows line up with that output's own maps. Row t is step t's
     own pass (``decode_time_maps``), so without the causal mask it still sees no token after t."""
     m = load_model(path)
-    source = run_analysis(path, text, settings).source
-    out = run_analysis(path, text if output_of is None else output_of, settings).out_ids
+    source = run_analysis(path, text, settings, NO_INTERVENTIONS).source
+    out = run_analysis(path, text if output_of is None else output_of, settings, NO_INTERVENTIONS).out_ids
     cfg = m.model.cfg
     _, tgt_out = shift_right(out, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
     return MODEL_WORKER.call(m, decode_time_maps, source.ids, tgt_out, iv, tokenizer=False)
@@ -218,7 +218,7 @@ def positional_matrix(path: str, n: int) -> np.ndarray:
 @st.cache_data(show_spinner=False, max_entries=32, hash_funcs=HASH_FUNCS)
 def run_head_stats(path: str, text: str, settings: DecodeSettings) -> tuple[pd.DataFrame, np.ndarray]:
     """Per-head statistics table and the encoder's attention rollout ``(L, S, S)`` of one input."""
-    m = run_analysis(path, text, settings).maps
+    m = run_analysis(path, text, settings, NO_INTERVENTIONS).maps
     return head_stats(m.enc_self, m.dec_self, m.cross), rollout(m.enc_self)
 
 
@@ -226,7 +226,7 @@ def run_head_stats(path: str, text: str, settings: DecodeSettings) -> tuple[pd.D
 def run_norm_maps(path: str, text: str, settings: DecodeSettings) -> Maps:
     """Norm-weighted attention shares of every kind, layer and head of the translation (``norm_weighted_maps``)."""
     m = load_model(path)
-    a = run_analysis(path, text, settings)
+    a = run_analysis(path, text, settings, NO_INTERVENTIONS)
     cfg = m.model.cfg
     _, tgt_out = shift_right(a.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
     return MODEL_WORKER.call(m, norm_weighted_maps, a.source.ids, tgt_out, tokenizer=False)
@@ -328,7 +328,7 @@ def analyse_ahead(f: Frame) -> None:
     ``page_context``, which explains it."""
     if f.text.strip():
         try:
-            run_analysis(f.path, f.text, f.settings)
+            run_analysis(f.path, f.text, f.settings, NO_INTERVENTIONS)
         except InputError:
             pass
 
@@ -342,7 +342,7 @@ def page_context(f: Frame) -> Ctx | None:
         st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
         return None
     try:
-        a = run_analysis(f.path, f.text, f.settings)
+        a = run_analysis(f.path, f.text, f.settings, NO_INTERVENTIONS)
     except InputError as e:
         st.error(str(e))
         return None

@@ -185,7 +185,10 @@ def distances(path: str, a: str, b: str) -> None:
 def render(path: str, settings: DecodeSettings) -> None:
     a, b = pick_sentences(state.task_of(path))
     try:
-        ra, rb = state.run_analysis(path, a, settings), state.run_analysis(path, b, settings)
+        ra, rb = (
+            state.run_analysis(path, a, settings, state.NO_INTERVENTIONS),
+            state.run_analysis(path, b, settings, state.NO_INTERVENTIONS),
+        )
     except InputError:
         st.info("Type a sentence in both boxes (or pick a minimal pair) to compare them.")
         return

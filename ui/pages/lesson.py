@@ -114,9 +114,9 @@ def draw_next_token(ctx: state.Ctx) -> None:
 
 def draw_beam(ctx: state.Ctx) -> None:
     s = ctx.settings
-    greedy = state.run_analysis(ctx.path, ctx.text, DecodeSettings(max_new=s.max_new))
+    greedy = state.run_analysis(ctx.path, ctx.text, DecodeSettings(max_new=s.max_new), state.NO_INTERVENTIONS)
     beam_settings = s if s.method == "beam" else DecodeSettings(method="beam", max_new=s.max_new)
-    beam = state.run_analysis(ctx.path, ctx.text, beam_settings)
+    beam = state.run_analysis(ctx.path, ctx.text, beam_settings, state.NO_INTERVENTIONS)
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Greedy**")

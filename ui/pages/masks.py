@@ -156,7 +156,7 @@ def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) ->
         if same:
             changed, title = after_map, f"After − before: {KIND_NAMES[kind]}, {label}"
         else:
-            tf = state.run_forced_original(ctx.path, ctx.text, ctx.settings, iv)
+            tf = state.run_forced_original(ctx.path, ctx.text, ctx.settings, iv, None)
             forced = attention_view(tf, kind, src=a.source.tokens, tgt_in=a.tgt_in_tokens, tgt_out=a.tgt_out_tokens)
             changed = forced.map(layer, head)  # the original output's rows, under the changed model
             title = f"Changed model on the original output − before: {label}"
