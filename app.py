@@ -243,7 +243,7 @@ def main() -> None:
     st.session_state[keys.FRAME] = frame  # the model it used, for on_model_change; pages get the frame as an argument
     try:
         if spec.analysed:
-            state.analyse_ahead(frame)  # outside the gate: a class's analyses wait for the model together, one batch
+            frame = state.analyse_ahead(frame)  # outside the gate: a class's analyses wait for the model together, one batch
         with state.PAGE_RUNS:  # a class arriving at once: first come, first drawn
             current.run()
     except Exception:

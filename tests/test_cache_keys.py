@@ -76,7 +76,8 @@ def test_the_page_reads_the_analysis_the_frame_computed(monkeypatch):
     monkeypatch.setattr(state, "load_model", lambda path: None)
     state.run_analysis.clear()
     frame = state.Frame("some/model", "A dog runs.", DecodeSettings())
-    state.analyse_ahead(frame)
+    ahead = state.analyse_ahead(frame)
+    assert ahead.analysis == "analysis 1 of A dog runs." and ahead == frame  # handed to the page with the frame
     assert state.run_analysis(frame.path, frame.text, frame.settings, Interventions()) == "analysis 1 of A dog runs."
     assert state.run_analysis(frame.path, frame.text, frame.settings, Interventions(causal=False)) == "analysis 2 of A dog runs."
     assert calls == ["A dog runs.", "A dog runs."]

@@ -25,7 +25,7 @@ from viz import tokens as vt
 def output_rows(ctx: state.Ctx, iv: Interventions) -> list[str]:
     """Labels ``"i: piece"`` of the output tokens that can be explained: every piece written, and <eos> if it was
     (a translation cut by the token budget ends in a piece that was never kept)."""
-    a = state.run_analysis(ctx.path, ctx.text, ctx.settings, iv)
+    a = ctx.under(iv)
     rows = vt.col_labels(a.tgt_out_tokens)
     return rows if a.finished else rows[:-1] or rows
 

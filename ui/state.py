@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -304,6 +304,9 @@ class Frame:
     path: str  # checkpoint folder
     text: str  # source sentence as typed
     settings: DecodeSettings
+    # ``analyse_ahead``'s result, handed to the page: reading it from the cache again unpickles it (~1-3 ms a time
+    # with a class running; a page run used to read it three or four times)
+    analysis: Analysis | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -320,17 +323,23 @@ class Ctx:
     def cfg(self):
         return self.loaded.model.cfg
 
+    def under(self, iv: Interventions) -> Analysis:
+        """The analysis of this input under ``iv``: ``a`` itself when ``iv`` leaves the model unchanged, else
+        ``run_analysis`` (cached)."""
+        return self.a if iv == NO_INTERVENTIONS else run_analysis(self.path, self.text, self.settings, iv)
 
-def analyse_ahead(f: Frame) -> None:
-    """Compute the frame's analysis (``run_analysis``, cached) before the page waits for its turn to draw (app.py's
-    ``PAGE_RUNS``): the sessions of a class waiting for the model meanwhile reach the worker together and go as one
-    batch (``analyze_many``), instead of one after another behind the page gate. A refused input is left to
-    ``page_context``, which explains it."""
+
+def analyse_ahead(f: Frame) -> Frame:
+    """The frame with its analysis (``run_analysis``, cached), computed before the page waits for its turn to draw
+    (app.py's ``PAGE_RUNS``): the sessions of a class waiting for the model meanwhile reach the worker together and go
+    as one batch (``analyze_many``), instead of one after another behind the page gate. A refused input is left to
+    ``page_context``, which explains it (the frame is returned without an analysis)."""
     if f.text.strip():
         try:
-            run_analysis(f.path, f.text, f.settings, NO_INTERVENTIONS)
+            return replace(f, analysis=run_analysis(f.path, f.text, f.settings, NO_INTERVENTIONS))
         except InputError:
             pass
+    return f
 
 
 def page_context(f: Frame) -> Ctx | None:
@@ -342,7 +351,7 @@ def page_context(f: Frame) -> Ctx | None:
         st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
         return None
     try:
-        a = run_analysis(f.path, f.text, f.settings, NO_INTERVENTIONS)
+        a = f.analysis if f.analysis is not None else run_analysis(f.path, f.text, f.settings, NO_INTERVENTIONS)
     except InputError as e:
         st.error(str(e))
         return None

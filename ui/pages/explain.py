@@ -50,7 +50,7 @@ def render(ctx: state.Ctx) -> None:
     st.markdown("\n".join(f"- **{m}**: {ve.MEANS[m]}." for m in METHODS))
     iv = state.mask_interventions()
     interventions_note(iv, ctx.a.source.tokens)
-    a = state.run_analysis(ctx.path, ctx.text, ctx.settings, iv)
+    a = ctx.under(iv)
     text_box(a.translation)
     c1, c2 = st.columns([3, 2])
     with c1:

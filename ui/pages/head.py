@@ -71,7 +71,7 @@ def pick(ctx: state.Ctx) -> tuple[str, int, int, Interventions, int]:
         # ?head=N as on every page; the session key differs from the Attention page's head, which can be "mean"
         head = clamped_slider("Head", cfg.n_heads, key=keys.TRACE_HEAD, param=keys.HEAD) - 1
     iv = what_if(ctx, kind, layer, head)
-    a = state.run_analysis(ctx.path, ctx.text, ctx.settings, iv)  # the translation the trace follows
+    a = ctx.under(iv)  # the translation the trace follows
     rows = vt.row_labels(a.source.tokens) if kind == "enc_self" else vt.row_labels(a.tgt_in_tokens, a.tgt_out_tokens)
     return kind, layer, head, iv, pick_query(rows, "" if kind == "enc_self" else " (decoder input → the token it predicted)")
 

@@ -93,7 +93,7 @@ def render(ctx: state.Ctx) -> None:
     if iv == state.NO_INTERVENTIONS:
         st.info("Change a setting above to see its effect. Before and after are the same for now.")
 
-    after = state.run_analysis(ctx.path, ctx.text, ctx.settings, iv)
+    after = ctx.under(iv)
     before_marks, after_marks = diff_marks(a.tgt_out_tokens, after.tgt_out_tokens)
     b1, b2 = st.columns(2)
     with b1:
