@@ -191,7 +191,7 @@ def run_reference(path: str, text: str, settings: DecodeSettings, reference: str
 
 @st.cache_data(show_spinner=False, max_entries=32, hash_funcs=HASH_FUNCS)
 def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Interventions, output_of: str | None) -> Maps:
-    """Maps of ``text`` under ``iv`` with the decoder fed the unchanged model's output for ``output_of`` (default:
+    """Maps of ``text`` under ``iv`` with the decoder fed the unchanged model's output for ``output_of`` (None:
     ``text`` itself), teacher-forced: the decoder rows line up with that output's own maps. Row t is step t's
     own pass (``decode_time_maps``), so without the causal mask it still sees no token after t."""
     m = load_model(path)
