@@ -22,7 +22,7 @@ from model.evaluate import translate
 
 EN_DE = PRETRAINED / "en-de"
 TARGET = 0.9
-FLOOR = 0.125  # the shipped model keeps 7 of 40 (17.5 %); the floor is 5 of 40, a margin for other hosts
+FLOOR = 0.65  # the shipped model (stage 6) keeps 31 of 40 (77.5 %); the floor is 26 of 40, a margin for other hosts
 
 NAMES = [  # (English sentence, the names and numbers its translation must keep verbatim)
     ("Eero lives in Tampere.", ["Eero", "Tampere"]),
@@ -115,7 +115,7 @@ def share_kept(outputs: list[str]) -> tuple[float, str]:
 
 def test_names_and_numbers_come_through_more_often_than_the_shipped_floor(outputs):
     """A guard that the shipped model does not fall back: the share it reached when it was committed
-    (FLOOR); the previous model kept 0 of 40."""
+    (FLOOR); stage 3 kept 7 of 40, stage 1 none."""
     share, misses = share_kept(outputs)
     assert share >= FLOOR, f"{share:.0%} of sentences keep every name and number (< {FLOOR:.0%}); misses:\n{misses}"
 
