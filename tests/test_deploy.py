@@ -40,12 +40,11 @@ from browser_support import (
 
 from model.records import KIND_NAMES
 from serving import nginx
-from serving.nginx import block
+from serving.nginx import NGINX_CONF, block
 
 DEPLOY = ROOT / "deploy"
 DOCKERFILE = DEPLOY / "Dockerfile"
 COMPOSE = DEPLOY / "compose.yaml"
-NGINX_CONF = DEPLOY / "nginx.conf"  # serving.nginx.NGINX_CONF
 DOCKERIGNORE = ROOT / ".dockerignore"
 APP_PORT = 8501  # Streamlit's port inside each replica's container
 HEALTH_PATH = "/_stcore/health"
@@ -186,8 +185,7 @@ def test_dockerignore_keeps_the_app_and_leaves_out_the_rest():
 
 @pytest.mark.skipif(nginx.missing() is not None, reason=str(nginx.missing()))
 def test_nginx_accepts_the_shipped_config(tmp_path):
-    conf = nginx.conf_for(NGINX_CONF.read_text(encoding="utf-8"), ["127.0.0.1:1", "127.0.0.1:2"], "127.0.0.1:1", tmp_path)
-    (tmp_path / "nginx.conf").write_text(conf)
+    conf = nginx.write_conf(tmp_path, ["127.0.0.1:1", "127.0.0.1:2"], "127.0.0.1:1").read_text()
     check = subprocess.run(nginx.command(tmp_path, "-t"), capture_output=True, text=True, timeout=30)
     assert check.returncode == 0, f"nginx -t rejects deploy/nginx.conf:\n{check.stderr}\n{conf}"
 
@@ -217,8 +215,7 @@ def nginx_proxy(workdir: Path, ports: list[int]) -> Iterator[Proxy]:
     """Debian's nginx with the shipped config in front of the replicas at ``ports``, on a free loopback port."""
     port = free_port()
     servers = [f"127.0.0.1:{p}" for p in ports]
-    conf = nginx.conf_for(NGINX_CONF.read_text(encoding="utf-8"), servers, f"127.0.0.1:{port}", workdir)
-    (workdir / "nginx.conf").write_text(conf)
+    nginx.write_conf(workdir, servers, f"127.0.0.1:{port}")
     proxy = Proxy(f"http://127.0.0.1:{port}", workdir / "access.log")
     ARTIFACTS.mkdir(exist_ok=True)
     with open(ARTIFACTS / "deploy-nginx.log", "w") as log:
