@@ -284,9 +284,21 @@ def shared_entities(src: str, tgt: str, names: frozenset[str]) -> list[str]:
             found.append(w)
     for m in NUMBER.finditer(src):
         n = m.group()
-        if n not in found and re.search(rf"(?<![\w.,:]){re.escape(n)}(?![\w]|[.,:]\d)", tgt):
+        if n not in found and re.search(_number_in_tgt(n), tgt):
             found.append(n)
     return found
+
+
+TIME = re.compile(r"\d{1,2}:\d\d")  # a clock time as English writes it: 7:45, 12:30
+
+
+def _number_in_tgt(number: str) -> str:
+    """The pattern of ``number`` as a whole number in the German side: a clock time "7:45" also as
+    "7.45" (German writes both; the swap writes the English form on both sides)."""
+    body = re.escape(number)
+    if TIME.fullmatch(number):
+        body = body.replace(":", "[:.]")
+    return rf"(?<![\w.,:]){body}(?![\w]|[.,:]\d)"
 
 
 YEAR_SHARE = 0.5  # of the numbers that could be years (1000-2999): replaced by a year of YEARS, not any 4 digits
@@ -315,11 +327,12 @@ def random_number_like(number: str, rng: random.Random) -> str:
 
 def substitute_entities(src: str, tgt: str, entities: list[str], pools: EntityPools, rng: random.Random) -> tuple[str, str]:
     """Replace each entity of ``entities`` (from ``shared_entities``) by the same random name, place or
-    number on both sides; a German genitive "-s" stays attached ("Toms" -> "Amiras")."""
+    number on both sides; a German genitive "-s" stays attached ("Toms" -> "Amiras"), and a clock time
+    the German side writes with a dot ("2.30 Uhr" for "2:30") takes the English colon, like every copied number."""
     for e in entities:
         new = random_number_like(e, rng) if e[0].isdigit() else pools.draw(rng)
         if e[0].isdigit():
-            pat_src = pat_tgt = rf"(?<![\w.,:]){re.escape(e)}(?![\w]|[.,:]\d)"
+            pat_src, pat_tgt = rf"(?<![\w.,:]){re.escape(e)}(?![\w]|[.,:]\d)", _number_in_tgt(e)
         else:
             pat_src, pat_tgt = rf"(?<!\w){re.escape(e)}(?!\w)", rf"(?<!\w){re.escape(e)}(?=s?(?!\w))"
         src = re.sub(pat_src, lambda _m, n=new: n, src)

@@ -126,3 +126,13 @@ def test_faker_pools_hold_names_of_many_locales_and_scripts():
     non_latin = [w for w in pools.first_names if not re.fullmatch(r"[\w' -]+", w, re.ASCII)]
     assert non_latin, "names with letters beyond ASCII (accents and other scripts)"
     assert any("\u0400" <= ch <= "\u04ff" for w in pools.first_names for ch in w), "Cyrillic names"
+
+
+def test_a_clock_time_the_german_side_writes_with_a_dot_is_swapped_and_takes_the_colon():
+    src, tgt = "Let's meet at 2:30.", "Treffen wir uns um 2.30 Uhr!"
+    assert shared_entities(src, tgt, NAMES) == ["2:30"]
+    new_src, new_tgt = substitute_entities(src, tgt, ["2:30"], POOLS, random.Random(4))
+    (time,) = re.findall(r"\d+:\d\d", new_src)
+    assert new_tgt == f"Treffen wir uns um {time} Uhr!" and time != "2:30"
+    assert shared_entities("It's 3.5 km.", "Es sind 3:5 km.", NAMES) == []  # only a clock time, only this way round
+    assert shared_entities("It costs 2.30 euros.", "Es kostet 2:30 Euro.", NAMES) == []
