@@ -204,6 +204,7 @@ _OTHER_SCRIPTS = frozenset(ENTITY_LOCALES[ENTITY_LOCALES.index("ru_RU") :])
 
 NOT_NAMES = frozenset({"Dr", "Mr", "Mrs", "Ms", "Mt", "St", "Jr", "Sr", "Prof"})  # titles, not names
 NAME_WORD = re.compile(r"[^\W\d_][^\W\d_'’-]*(?:-[^\W\d_]+)*")  # a word of letters, maybe hyphenated
+LATIN_WORD = re.compile(r"[A-Za-zÀ-ÖØ-öø-ɏ]+")  # one word in Latin letters, accents included
 NUMBER = re.compile(r"(?<![\w.,:])\d+(?:[.,:]\d+)*(?![\w]|[.,:]\d)")  # 30, 7:45, 1,000, 3.5
 
 
@@ -214,21 +215,34 @@ class EntityPools:
     first_names: tuple[str, ...]
     last_names: tuple[str, ...]
     cities: tuple[str, ...]
+    splice: float = 0.0  # share of draws that join the front of one name to the back of another
 
     def draw(self, rng: random.Random) -> str:
-        """A random first name (half the time), surname or city (a quarter each)."""
+        """A random first name (half the time), surname or city (a quarter each); a ``splice`` share of the
+        one-word Latin-script draws is a new word made of two of the pool ("Amira" + "Kowalczyk" -> "Amalczyk"),
+        so that copying is practised on piece sequences no list holds (a test name is rarely in any list)."""
         r = rng.random()
         pool = self.first_names if r < 0.5 else self.last_names if r < 0.75 else self.cities
-        return rng.choice(pool)
+        word = rng.choice(pool)
+        if self.splice and rng.random() < self.splice:
+            other = rng.choice(pool)
+            if LATIN_WORD.fullmatch(word) and LATIN_WORD.fullmatch(other) and len(word) > 2 and len(other) > 2:
+                word = word[: rng.randint(2, len(word) - 1)] + other[rng.randint(1, len(other) - 2) :].lower()
+        return word
 
     def __contains__(self, word: str) -> bool:
         return word in self.first_names or word in self.last_names or word in self.cities
 
 
 def entity_pools(
-    locales: tuple[str, ...] = ENTITY_LOCALES, per_locale: int = 400, other_script_share: float = 0.2, seed: int = 0
+    locales: tuple[str, ...] = ENTITY_LOCALES,
+    per_locale: int = 400,
+    other_script_share: float = 0.2,
+    seed: int = 0,
+    splice: float = 0.0,
 ) -> EntityPools:
-    """Draw names and cities from Faker's locale data (``faker`` is needed for training only).
+    """Draw names and cities from Faker's locale data (``faker`` is needed for training only); ``splice``
+    is ``EntityPools.splice``.
 
     Each locale gives up to ``per_locale`` first names, surnames and cities (fewer cities: Faker's lists
     are short for some); the locales in non-Latin scripts are kept to ``other_script_share`` of each pool,
@@ -256,7 +270,7 @@ def entity_pools(
         other = random.Random(seed).sample(other, min(keep, len(other)))
         return tuple(latin + sorted(other))
 
-    return EntityPools(mix(pools["first"]), mix(pools["last"]), mix(pools["city"]))
+    return EntityPools(mix(pools["first"]), mix(pools["last"]), mix(pools["city"]), splice)
 
 
 def proper_nouns(src_texts: Iterable[str], min_count: int = 2) -> frozenset[str]:

@@ -283,6 +283,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="each epoch, replace the names, places and numbers a training pair shares verbatim on both sides "
         "by random ones (Faker's names and cities, numbers of the same shape) with probability P (model.data)",
     )
+    ap.add_argument(
+        "--entity-splice",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="with --entity-swap: this share of the one-word Latin names drawn is two pool names joined "
+        "(copy practice on piece sequences no list holds)",
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--train-size", type=int, default=20000, help="reverse task: training pairs")
     return ap.parse_args(argv)
@@ -397,7 +405,7 @@ def main(argv=None) -> dict:
     train_pairs = [p for c in train_sets for p in c.pairs]
     swappers = []
     if a.entity_swap > 0:
-        pools = entity_pools(seed=a.seed)
+        pools = entity_pools(seed=a.seed, splice=a.entity_splice)
         swappers = [EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed) for c in train_sets]
         if a.entity_corpus:  # copy practice: every pair with a shared entity once more, always swapped
             pairs = [c.pairs[i] for c, sw in zip(train_sets, swappers, strict=True) for i in sorted(sw.entities)]

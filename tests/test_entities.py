@@ -136,3 +136,16 @@ def test_a_clock_time_the_german_side_writes_with_a_dot_is_swapped_and_takes_the
     assert new_tgt == f"Treffen wir uns um {time} Uhr!" and time != "2:30"
     assert shared_entities("It's 3.5 km.", "Es sind 3:5 km.", NAMES) == []  # only a clock time, only this way round
     assert shared_entities("It costs 2.30 euros.", "Es kostet 2:30 Euro.", NAMES) == []
+
+
+def test_spliced_names_join_two_latin_pool_names_and_leave_other_scripts_alone():
+    pools = EntityPools(("Amira", "Oluwaseun"), ("Kowalczyk",), ("Tampere",), splice=1.0)
+    rng = random.Random(0)
+    draws = [pools.draw(rng) for _ in range(300)]
+    assert all(w[0].isupper() and w[1:].islower() and len(w) >= 3 for w in draws)
+    assert len(set(draws) - {"Amira", "Oluwaseun", "Kowalczyk", "Tampere"}) > 20  # new words, made of two
+    assert all(any(w.startswith(n[:2]) for n in ("Amira", "Oluwaseun", "Kowalczyk", "Tampere")) for w in draws)
+    cyrillic = EntityPools(("Наталія",), ("Наталія",), ("Наталія",), splice=1.0)
+    assert {cyrillic.draw(rng) for _ in range(20)} == {"Наталія"}
+    plain = (*POOLS.first_names, *POOLS.last_names, *POOLS.cities)
+    assert {POOLS.draw(random.Random(k)) for k in range(50)} <= set(plain)  # splice 0: the pool's own names
