@@ -187,7 +187,7 @@ def encode_embedded(model: Transformer, tok_emb: Tensor, src_allowed: Tensor | N
     """``model.encode`` from the source token embeddings instead of the ids, so gradients can reach them.
 
     ``tok_emb (B, S, D)``: the token embeddings as ``model.embed`` makes them (× √d_model, section 3.4, where the config
-    scales them), before the positional encoding, which is added here as ``encode`` adds it (unless ``iv`` drops it); ``src_allowed``: ``model.encode(src, iv).src_allowed``, the
+    scales them), before the positional encoding, which is added here as ``encode`` adds it (unless ``iv`` drops it); ``src_allowed``: ``model.source_mask(src, iv)``, the
     keys that are real and not hidden. The layers, masks, temperature and ablated heads are ``encode``'s;
     tests/test_attribution.py checks that both give the same memory. Returns the memory ``(B, S, D)`` with that mask.
     """
@@ -270,8 +270,7 @@ def _problem(model: Transformer, src_ids, out_ids, position: int, iv: Interventi
         raise ValueError(f"contrast {contrast} must be another id of the target vocabulary (0 .. {cfg.n_logits - 1})")
     src = torch.tensor([list(src_ids)], device=device)  # (1, S)
     prefix = torch.tensor([tgt_in[: position + 1]], device=device)  # (1, t + 1)
-    with torch.no_grad():  # not inference mode: the mask is used again where autograd records
-        src_allowed = model.encode(src, iv).src_allowed  # (1, 1, 1, S) or None: the keys encode lets be read
+    src_allowed = model.source_mask(src, iv)  # (1, 1, 1, S) or None: the keys encode lets be read
     f = _objective(model, src_allowed, prefix, iv, target, contrast)
     return _Problem(src, prefix, target, f, _source_embeddings(model, src))
 

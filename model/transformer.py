@@ -599,6 +599,20 @@ class Transformer(nn.Module):
         """The output projection ``(V_tgt, D)``: the target embedding's first V_tgt rows when tied."""
         return self.tgt_emb.weight[: self.cfg.n_logits] if self.generator is None else self.generator.weight
 
+    def source_mask(self, src: Tensor, iv: Interventions = NO_INTERVENTIONS) -> Tensor | None:
+        """The keys of ``src (B, S)`` that attention may read: the padding mask, and the source tokens ``iv`` hides.
+
+        Returns ``(B, 1, 1, S)`` booleans (True: may be read), or None when every key may be read (attention then
+        skips the mask). What ``encode`` uses for the encoder's self-attention and the decoder's cross-attention.
+        """
+        S = src.size(1)
+        src_allowed = (src != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, S)
+        if iv.src_hidden:
+            hidden = torch.zeros(S, dtype=torch.bool, device=src.device)
+            hidden[[i for i in iv.src_hidden if 0 <= i < S]] = True
+            src_allowed = src_allowed & ~hidden  # (B, 1, 1, S)
+        return None if bool(src_allowed.all()) else src_allowed
+
     # -- the three entry points -----------------------------------------------------------
     def encode(
         self,
@@ -615,13 +629,7 @@ class Transformer(nn.Module):
         """
         B, S = src.shape
         inter = {} if need_intermediates else None
-        src_allowed = (src != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, S)
-        if iv.src_hidden:
-            hidden = torch.zeros(S, dtype=torch.bool, device=src.device)
-            hidden[[i for i in iv.src_hidden if 0 <= i < S]] = True
-            src_allowed = src_allowed & ~hidden  # (B, 1, 1, S)
-        if bool(src_allowed.all()):
-            src_allowed = None  # no masked key: self- and cross-attention skip the mask
+        src_allowed = self.source_mask(src, iv)
         self_band = band(S, S, 0, causal=False, window=iv.window, device=src.device)
         if src_allowed is None:
             enc_allowed = self_band  # (S, S) or None
