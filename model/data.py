@@ -206,6 +206,7 @@ NOT_NAMES = frozenset({"Dr", "Mr", "Mrs", "Ms", "Mt", "St", "Jr", "Sr", "Prof"})
 NAME_WORD = re.compile(r"[^\W\d_][^\W\d_'’-]*(?:-[^\W\d_]+)*")  # a word of letters, maybe hyphenated
 LATIN_WORD = re.compile(r"[A-Za-zÀ-ÖØ-öø-ɏ]+")  # one word in Latin letters, accents included
 NUMBER = re.compile(r"(?<![\w.,:])\d+(?:[.,:]\d+)*(?![\w]|[.,:]\d)")  # 30, 7:45, 1,000, 3.5
+TIME = re.compile(r"\d{1,2}:\d\d")  # a clock time as English writes it: 7:45, 12:30
 
 
 @dataclass(frozen=True)
@@ -298,19 +299,17 @@ def shared_entities(src: str, tgt: str, names: frozenset[str]) -> list[str]:
             found.append(w)
     for m in NUMBER.finditer(src):
         n = m.group()
-        if n not in found and re.search(_number_in_tgt(n), tgt):
+        if n not in found and re.search(_number_pattern(n, german=True), tgt):
             found.append(n)
     return found
 
 
-TIME = re.compile(r"\d{1,2}:\d\d")  # a clock time as English writes it: 7:45, 12:30
-
-
-def _number_in_tgt(number: str) -> str:
-    """The pattern of ``number`` as a whole number in the German side: a clock time "7:45" also as
-    "7.45" (German writes both; the swap writes the English form on both sides)."""
+def _number_pattern(number: str, *, german: bool = False) -> str:
+    """The pattern of ``number`` as a whole number (not part of "7:450" or "3.5.1"); on the German side
+    (``german``) a clock time "7:45" also as "7.45" (German writes both; the swap writes the English form on both
+    sides)."""
     body = re.escape(number)
-    if TIME.fullmatch(number):
+    if german and TIME.fullmatch(number):
         body = body.replace(":", "[:.]")
     return rf"(?<![\w.,:]){body}(?![\w]|[.,:]\d)"
 
@@ -346,7 +345,7 @@ def substitute_entities(src: str, tgt: str, entities: list[str], pools: EntityPo
     for e in entities:
         new = random_number_like(e, rng) if e[0].isdigit() else pools.draw(rng)
         if e[0].isdigit():
-            pat_src, pat_tgt = rf"(?<![\w.,:]){re.escape(e)}(?![\w]|[.,:]\d)", _number_in_tgt(e)
+            pat_src, pat_tgt = _number_pattern(e), _number_pattern(e, german=True)
         else:
             pat_src, pat_tgt = rf"(?<!\w){re.escape(e)}(?!\w)", rf"(?<!\w){re.escape(e)}(?=s?(?!\w))"
         src = re.sub(pat_src, lambda _m, n=new: n, src)
