@@ -217,13 +217,22 @@ class EntityPools:
     last_names: tuple[str, ...]
     cities: tuple[str, ...]
     splice: float = 0.0  # share of draws that join the front of one name to the back of another
+    full_name: float = 0.0  # share of first-name draws followed by a surname ("Emeka Okonkwo")
 
     def draw(self, rng: random.Random) -> str:
         """A random first name (half the time), surname or city (a quarter each); a ``splice`` share of the
         one-word Latin-script draws is a new word made of two of the pool ("Amira" + "Kowalczyk" -> "Amalczyk"),
-        so that copying is practised on piece sequences no list holds (a test name is rarely in any list)."""
+        so that copying is practised on piece sequences no list holds (a test name is rarely in any list);
+        a ``full_name`` share of the first names is followed by a surname, so that a name of two words is
+        copied whole (stage 7 wrote "Emeka Okonkwo plays the guitar." as "Emeka.")."""
         r = rng.random()
         pool = self.first_names if r < 0.5 else self.last_names if r < 0.75 else self.cities
+        word = self._one(pool, rng)
+        if pool is self.first_names and self.full_name and rng.random() < self.full_name:
+            word += " " + self._one(self.last_names, rng)
+        return word
+
+    def _one(self, pool: tuple[str, ...], rng: random.Random) -> str:
         word = rng.choice(pool)
         if self.splice and rng.random() < self.splice:
             other = rng.choice(pool)
@@ -241,9 +250,10 @@ def entity_pools(
     other_script_share: float = 0.2,
     seed: int = 0,
     splice: float = 0.0,
+    full_name: float = 0.0,
 ) -> EntityPools:
     """Draw names and cities from Faker's locale data (``faker`` is needed for training only); ``splice``
-    is ``EntityPools.splice``.
+    and ``full_name`` are ``EntityPools``'s.
 
     Each locale gives up to ``per_locale`` first names, surnames and cities (fewer cities: Faker's lists
     are short for some); the locales in non-Latin scripts are kept to ``other_script_share`` of each pool,
@@ -271,7 +281,7 @@ def entity_pools(
         other = random.Random(seed).sample(other, min(keep, len(other)))
         return tuple(latin + sorted(other))
 
-    return EntityPools(mix(pools["first"]), mix(pools["last"]), mix(pools["city"]), splice)
+    return EntityPools(mix(pools["first"]), mix(pools["last"]), mix(pools["city"]), splice, full_name)
 
 
 def proper_nouns(src_texts: Iterable[str], min_count: int = 2) -> frozenset[str]:

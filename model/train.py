@@ -291,6 +291,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="with --entity-swap: this share of the one-word Latin names drawn is two pool names joined "
         "(copy practice on piece sequences no list holds)",
     )
+    ap.add_argument(
+        "--entity-full-name",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="with --entity-swap: this share of the first names drawn is followed by a surname (two-word names)",
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--train-size", type=int, default=20000, help="reverse task: training pairs")
     return ap.parse_args(argv)
@@ -405,7 +412,7 @@ def main(argv=None) -> dict:
     train_pairs = [p for c in train_sets for p in c.pairs]
     swappers = []
     if a.entity_swap > 0:
-        pools = entity_pools(seed=a.seed, splice=a.entity_splice)
+        pools = entity_pools(seed=a.seed, splice=a.entity_splice, full_name=a.entity_full_name)
         swappers = [EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed) for c in train_sets]
         if a.entity_corpus:  # copy practice: every pair with a shared entity once more, always swapped
             pairs = [c.pairs[i] for c, sw in zip(train_sets, swappers, strict=True) for i in sorted(sw.entities)]

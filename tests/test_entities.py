@@ -149,3 +149,12 @@ def test_spliced_names_join_two_latin_pool_names_and_leave_other_scripts_alone()
     assert {cyrillic.draw(rng) for _ in range(20)} == {"Наталія"}
     plain = (*POOLS.first_names, *POOLS.last_names, *POOLS.cities)
     assert {POOLS.draw(random.Random(k)) for k in range(50)} <= set(plain)  # splice 0: the pool's own names
+
+
+def test_full_names_put_a_surname_after_a_first_name_on_both_sides():
+    pools = EntityPools(("Emeka",), ("Okonkwo",), ("Tartu",), full_name=1.0)
+    rng = random.Random(0)
+    assert {pools.draw(rng) for _ in range(200)} == {"Emeka Okonkwo", "Okonkwo", "Tartu"}
+    src, tgt = substitute_entities("Tom is here.", "Tom ist hier. Toms Hund auch.", ["Tom"], pools, random.Random(1))
+    name = src.split(" is")[0]
+    assert tgt == f"{name} ist hier. {name}s Hund auch."
