@@ -48,7 +48,15 @@ from model.analysis import iv_masks
 from model.decoding import decode_ids, max_new_tokens
 from model.records import Explanation, IGPart, IGResult, LayerLens, Maps, head_average, rollout, shift_right
 from model.tokenizer import Tokenizer
-from model.transformer import NO_INTERVENTIONS, EncoderResult, Interventions, MultiHeadAttention, Transformer, band
+from model.transformer import (
+    NO_INTERVENTIONS,
+    EncoderResult,
+    ForwardResult,
+    Interventions,
+    MultiHeadAttention,
+    Transformer,
+    band,
+)
 
 # Integrated Gradients: IG_STEPS Gauss-Legendre nodes in all, IG_SEGMENTS segments of the path with IG_STEPS / IG_SEGMENTS
 # each (the page computes one segment per step of its progress bar). Measured on pretrained/en-de (bench/README.md):
@@ -66,6 +74,8 @@ __all__ = [
     "decoder_lens_ids",
     "encode_embedded",
     "explain",
+    "explain_item",
+    "explain_many",
     "ig_part",
     "layer_lens",
     "logit_lens_logprobs",
@@ -203,15 +213,26 @@ def encode_embedded(model: Transformer, tok_emb: Tensor, src_allowed: Tensor | N
     return EncoderResult(model.enc_norm(x), src_allowed)
 
 
-def _objective(model: Transformer, src_allowed, prefix: Tensor, iv: Interventions, target: int, contrast: int | None):
-    """f(embeddings) = log p(target) (− log p(contrast)) at the last row of the teacher-forced ``prefix (1, t + 1)``:
-    a function ``(B, S, D) -> (B,)`` in nats, for Captum."""
+def _objective(model: Transformer, src_allowed, prefix: Tensor, iv: Interventions, target, contrast, last: Tensor | None = None):
+    """f(embeddings) = log p(target) (− log p(contrast)) at the last row of the teacher-forced ``prefix``: a function
+    ``(B, S, D) -> (B,)`` in nats, for Captum.
+
+    One problem (``explain``, IG's interpolation steps): ``prefix (1, t + 1)``, ``target`` an id, ``contrast`` an id or
+    None. Many (``explain_many``): ``prefix (B, T)`` right-padded, ``last (B,)`` each row's last real position,
+    ``target (B,)`` ids, ``contrast (B,)`` ids with -1 for none; each row's value depends on its own row of the input
+    only, so the gradient of their sum is each row's own gradient."""
 
     def f(tok_emb: Tensor) -> Tensor:
+        B = tok_emb.size(0)
         enc = encode_embedded(model, tok_emb, src_allowed, iv)
-        logits = model.decode(prefix.expand(tok_emb.size(0), -1), enc, iv).logits[:, -1]  # (B, V_tgt)
+        at = last if last is not None else torch.full((B,), prefix.size(1) - 1, device=tok_emb.device)  # (B,)
+        logits = model.decode(prefix.expand(B, -1), enc, iv, logits_at=at).logits[:, 0]  # (B, V_tgt): the last rows
         logp = torch.log_softmax(logits.float(), dim=-1)
-        return logp[:, target] - (logp[:, contrast] if contrast is not None else 0.0)  # (B,)
+        if last is None:
+            return logp[:, target] - (logp[:, contrast] if contrast is not None else 0.0)  # (B,)
+        own = logp.gather(1, target[:, None])[:, 0]  # (B,)
+        other = logp.gather(1, contrast.clamp(min=0)[:, None])[:, 0]  # (B,)
+        return own - torch.where(contrast >= 0, other, torch.zeros_like(other))
 
     return f
 
@@ -259,17 +280,25 @@ class _Problem:
     x: Tensor
 
 
-def _problem(model: Transformer, src_ids, out_ids, position: int, iv: Interventions, contrast: int | None) -> _Problem:
-    """Check the arguments of ``explain`` and set its problem up. Raises ValueError as ``explain`` says."""
-    cfg, device = model.cfg, next(model.parameters()).device
+def _checked(model: Transformer, out_ids, position: int, contrast: int | None) -> tuple[list[int], int]:
+    """The teacher-forced prefix ``<bos>, out_ids[:position]`` and the id written at ``position``; raises ValueError as
+    ``explain`` says."""
+    cfg = model.cfg
     tgt_in, tgt_out = shift_right(list(out_ids), bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
     if not 0 <= position < len(tgt_out):
         raise ValueError(f"position {position} is out of range: the translation has {len(tgt_out)} output tokens with <eos>")
     target = tgt_out[position]
     if contrast is not None and (not 0 <= contrast < cfg.n_logits or contrast == target):
         raise ValueError(f"contrast {contrast} must be another id of the target vocabulary (0 .. {cfg.n_logits - 1})")
+    return tgt_in[: position + 1], target
+
+
+def _problem(model: Transformer, src_ids, out_ids, position: int, iv: Interventions, contrast: int | None) -> _Problem:
+    """Check the arguments of ``explain`` and set its problem up. Raises ValueError as ``explain`` says."""
+    device = next(model.parameters()).device
+    prefix_ids, target = _checked(model, out_ids, position, contrast)
     src = torch.tensor([list(src_ids)], device=device)  # (1, S)
-    prefix = torch.tensor([tgt_in[: position + 1]], device=device)  # (1, t + 1)
+    prefix = torch.tensor([prefix_ids], device=device)  # (1, t + 1)
     src_allowed = model.source_mask(src, iv)  # (1, 1, 1, S) or None: the keys encode lets be read
     f = _objective(model, src_allowed, prefix, iv, target, contrast)
     return _Problem(src, prefix, target, f, _source_embeddings(model, src))
@@ -327,34 +356,148 @@ def explain(
         ValueError: for a position outside ``0 .. len(out_ids)``, a contrast outside the target vocabulary or equal
             to the token explained, or sequences longer than ``max_len``.
     """
-    cfg = model.cfg
     p = _problem(model, src_ids, out_ids, position, iv, contrast)
-    src, prefix, target, S = p.src, p.prefix, p.target, len(src_ids)
-
     with torch.inference_mode():
-        res = model(src, prefix, iv, need_weights=True, need_intermediates=True)
-        logp = torch.log_softmax(res.logits[0, -1].float(), dim=-1)  # (V_tgt,)
+        enc = model.encode(p.src, iv, need_weights=True, need_intermediates=True)
+        dec = model.decode(p.prefix, enc, iv, need_weights=True, logits_at=torch.tensor([position], device=p.src.device))
+        res = ForwardResult(dec.logits, enc.enc_self_attn, None, dec.cross_attn, enc.intermediates)
+    ig = None if ig_steps == 0 else IGResult.total([_ig_segment(p.f, p.x, k, ig_segments, ig_steps) for k in range(ig_segments)])
+    with torch.enable_grad():
+        gxi = _captum().InputXGradient(p.f).attribute(p.x.clone().requires_grad_(True))  # (1, S, D)
+    return _explanation(model, tok, src_ids, p.prefix[0].tolist(), position, p.target, iv, contrast, res, 0, gxi[0], ig)
+
+
+ExplainItem = tuple[tuple[int, ...], tuple[int, ...], int, "int | None"]  # (src_ids, out_ids, position, contrast)
+
+
+def explain_item(model: Transformer, tok: Tokenizer, item: ExplainItem, iv: Interventions = NO_INTERVENTIONS) -> Explanation:
+    """``explain`` of one ``(src_ids, out_ids, position, contrast)`` without Integrated Gradients: ``explain_many``'s
+    one-item form (``serving.worker.ModelWorker.call_many`` runs one or the other)."""
+    src_ids, out_ids, position, contrast = item
+    return explain(model, tok, src_ids, out_ids, position, iv, contrast=contrast, ig_steps=0)
+
+
+def explain_many(
+    model: Transformer, tok: Tokenizer, items: Sequence[ExplainItem], iv: Interventions = NO_INTERVENTIONS
+) -> list[Explanation | ValueError]:
+    """``explain_item`` of many ``(src_ids, out_ids, position, contrast)`` under one ``iv``: for each its
+    ``Explanation`` (no Integrated Gradients), or the ValueError ``explain`` would raise for it (returned, not raised).
+
+    A class on the Attention vs attribution page asks for one explanation each at once; as one padded batch (sources
+    right-padded with <pad>, which the padding mask hides; prefixes right-padded, which the causal mask hides from
+    every earlier row) the forward pass and gradient × input's backward pass read each weight once for all of them.
+    Each result equals its own ``explain`` up to float rounding (tests/test_attribution.py). Without the causal mask
+    (``iv.causal`` False) a row would read the padding after it, so only prefixes of one length go together.
+    """
+    device = next(model.parameters()).device
+    results: list[Explanation | ValueError | None] = [None] * len(items)
+    checked: dict[int, tuple[list[int], int]] = {}
+    for i, (src_ids, out_ids, position, contrast) in enumerate(items):
+        try:
+            if len(src_ids) > model.cfg.max_len:
+                raise ValueError(f"the source has {len(src_ids)} tokens; the model reads at most {model.cfg.max_len}")
+            checked[i] = _checked(model, out_ids, position, contrast)
+        except ValueError as e:
+            results[i] = e
+    groups: dict[int | None, list[int]] = {}
+    for i in sorted(checked, key=lambda i: len(items[i][0])):  # similar lengths together: less padding
+        groups.setdefault(None if iv.causal else len(checked[i][0]), []).append(i)
+    for group in groups.values():
+        for batch in _batches(group, lambda i: len(items[i][0])):
+            for i, e in zip(
+                batch, _explain_batch(model, tok, [items[i] for i in batch], [checked[i] for i in batch], iv, device), strict=True
+            ):
+                results[i] = e
+    return results
+
+
+# One padded pass holds at most EXPLAIN_BATCH_MAX explanations and EXPLAIN_BATCH_TOKENS source tokens with the padding:
+# a batched pass reads each weight once, but its arithmetic grows with the padded size, so wide batches of mixed lengths
+# cost more than they save (32 explanations of 7-42 tokens padded to 42: 1.3x faster than one by one; bench/README 9).
+EXPLAIN_BATCH_MAX = 32
+EXPLAIN_BATCH_TOKENS = 384
+
+
+def _batches(order: list[int], length: Callable[[int], int]) -> list[list[int]]:
+    """``order`` (sorted by ``length``, ascending) cut into batches within the two limits above."""
+    out: list[list[int]] = []
+    for i in order:
+        if out and len(out[-1]) < EXPLAIN_BATCH_MAX and (len(out[-1]) + 1) * length(i) <= EXPLAIN_BATCH_TOKENS:
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+def _explain_batch(model, tok, items, checked, iv: Interventions, device) -> list[Explanation]:
+    """``explain_many`` of checked items (their prefix and target from ``_checked``) as one padded batch."""
+    cfg = model.cfg
+    B, S, T = len(items), max(len(it[0]) for it in items), max(len(c[0]) for c in checked)
+    src = torch.full((B, S), cfg.pad_id, dtype=torch.long, device=device)  # (B, S), right-padded
+    prefix = torch.full((B, T), cfg.pad_id, dtype=torch.long, device=device)  # (B, T), right-padded
+    for b, (it, (prefix_ids, _)) in enumerate(zip(items, checked, strict=True)):
+        src[b, : len(it[0])] = torch.tensor(list(it[0]))
+        prefix[b, : len(prefix_ids)] = torch.tensor(prefix_ids)
+    last = torch.tensor([len(c[0]) - 1 for c in checked], device=device)  # (B,)
+    target = torch.tensor([c[1] for c in checked], device=device)  # (B,)
+    contrast = torch.tensor([-1 if it[3] is None else it[3] for it in items], device=device)  # (B,)
+    src_allowed = model.source_mask(src, iv)  # (B, 1, 1, S) or None
+    f = _objective(model, src_allowed, prefix, iv, target, contrast, last)
+    with torch.inference_mode():
+        enc = model.encode(src, iv, need_weights=True, need_intermediates=True)
+        dec = model.decode(prefix, enc, iv, need_weights=True, logits_at=last)  # logits (B, 1, V_tgt): the last rows
+    with torch.enable_grad():
+        gxi = _captum().InputXGradient(f).attribute(_source_embeddings(model, src).clone().requires_grad_(True))  # (B, S, D)
+    out = []
+    for b, (it, (prefix_ids, tgt_id)) in enumerate(zip(items, checked, strict=True)):
+        n, t = len(it[0]), len(prefix_ids)
+        own = ForwardResult(  # this item's part of the batch: its rows and keys, as if it were explained alone
+            dec.logits[b : b + 1],  # (1, 1, V_tgt): row t - 1, the token's step
+            enc.enc_self_attn[:, b : b + 1, :, :n, :n],  # (L_enc, 1, H, S_b, S_b)
+            None,
+            dec.cross_attn[:, b : b + 1, :, :t, :n],  # (L_dec, 1, H, t, S_b)
+            {"memory": enc.intermediates["memory"][b : b + 1, :n]},  # (1, S_b, D)
+        )
+        out.append(_explanation(model, tok, it[0], prefix_ids, it[2], tgt_id, iv, it[3], own, 0, gxi[b, :n], None))
+    return out
+
+
+def _explanation(
+    model: Transformer,
+    tok: Tokenizer,
+    src_ids: Sequence[int],
+    prefix_ids: Sequence[int],
+    position: int,
+    target: int,
+    iv: Interventions,
+    contrast: int | None,
+    res: ForwardResult,
+    b: int,
+    gxi: Tensor,
+    ig: IGResult | None,
+) -> Explanation:
+    """The ``Explanation`` record of item ``b`` of a teacher-forced pass ``res`` (its last row is the token's step) and
+    its gradient × input ``gxi (S, D)``."""
+    cfg, name, S = model.cfg, tok.piece_text, len(src_ids)
+    with torch.inference_mode():
+        logp = torch.log_softmax(res.logits[b, -1].float(), dim=-1)  # (V_tgt,)
         top = torch.topk(logp, min(TOP_K, logp.numel()))
-        attn = res.cross_attn[:, 0, :, -1]  # (L, H, S): row t of every layer and head
+        attn = res.cross_attn[:, b, :, -1]  # (L, H, S): row t of every layer and head
         value_norm, norm_heads, norm_sum = [], [], []
         for l in range(cfg.n_dec_layers):
             f_norm, per_head, summed = _norms(
-                model.decoder[l].cross_attn, res.intermediates["memory"], res.cross_attn[l, :, :, -1:]
+                model.decoder[l].cross_attn, res.intermediates["memory"][b : b + 1], res.cross_attn[l, b : b + 1, :, -1:]
             )
             value_norm.append(f_norm[0])  # (H, S)
             norm_heads.append(per_head[0, :, 0])  # (H, S)
             norm_sum.append(summed[0, 0])  # (S,)
-        enc_roll = rollout(_np(res.enc_self_attn[:, 0]))[-1]  # (S, S): each encoder output's share of each input token
+        enc_roll = rollout(_np(res.enc_self_attn[:, b]))[-1]  # (S, S): each encoder output's share of each input token
         mean_rows = np.stack([head_average(_np(attn)[:, :, None, :], l)[0] for l in range(cfg.n_dec_layers)])  # (L, S)
-    ig = None if ig_steps == 0 else IGResult.total([_ig_segment(p.f, p.x, k, ig_segments, ig_steps) for k in range(ig_segments)])
-    with torch.enable_grad():
-        gxi = _captum().InputXGradient(p.f).attribute(p.x.clone().requires_grad_(True))  # (1, S, D)
-    name = tok.piece_text
     return Explanation(
         src_tokens=[name(i) for i in src_ids],
         hidden=np.array([i in iv.src_hidden for i in range(S)]),
         position=position,
-        prefix_tokens=[name(int(i)) for i in prefix[0]],
+        prefix_tokens=[name(int(i)) for i in prefix_ids],
         candidates=[(name(int(i)), int(i), float(math.exp(p))) for p, i in zip(top.values, top.indices, strict=True)],
         target=name(target),
         target_id=target,
@@ -369,7 +512,7 @@ def explain(
         rollout=(mean_rows @ enc_roll).astype(np.float32),  # (L, S): a layer's cross row, through the encoder
         objective="log p(y)" if contrast is None else "log p(y) − log p(y′)",
         ig=ig,
-        grad_input=_np(gxi[0].sum(dim=-1)),
+        grad_input=_np(gxi.sum(dim=-1)),
         ablated=frozenset((l, h) for k, l, h in iv.ablate if k == "cross"),
     )
 

@@ -665,8 +665,13 @@ class Transformer(nn.Module):
         cache: list[LayerCache] | None = None,
         need_weights: bool = False,
         need_intermediates: bool = False,
+        logits_at: Tensor | None = None,
     ) -> DecoderResult:
         """Run the decoder on ``tgt (B, T_new)``, attending to ``enc.memory``.
+
+        ``logits_at (B,)``: compute the logits of one row per batch item only, row ``logits_at[b]`` of item b, so
+        ``logits`` is ``(B, 1, V_tgt)`` (and ``dec_out`` those rows): the generator over every row costs the most of
+        a teacher-forced pass whose last row alone is read (nanoGPT does the same for its last position).
 
         Without ``cache`` the whole target is computed (teacher forcing). With ``cache`` (from a
         previous call's result), ``tgt`` holds only the new tokens, at positions after the cached
@@ -702,6 +707,8 @@ class Transformer(nn.Module):
             if inter is not None:
                 inter[f"dec_layer_{i}"] = y
         y = self.dec_norm(y)
+        if logits_at is not None:
+            y = y[torch.arange(B, device=y.device), logits_at][:, None]  # (B, D) -> (B, 1, D)
         logits = self.logits(y)
         if inter is not None:
             inter["dec_out"], inter["logits"] = y, logits

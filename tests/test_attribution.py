@@ -30,6 +30,7 @@ from model.attribution import (
     decoder_lens_ids,
     encode_embedded,
     explain,
+    explain_many,
     ig_part,
     layer_lens,
     logit_lens_logprobs,
@@ -331,6 +332,42 @@ def test_bad_arguments_say_what_is_wrong(rev):
     target = shift_right(a.out_ids, bos_id=m.cfg.bos_id, eos_id=m.cfg.eos_id)[1][0]
     with pytest.raises(ValueError, match="must be another id"):
         explain(m, tok, a.source.ids, a.out_ids, 0, contrast=target, ig_steps=0)
+
+
+@pytest.mark.parametrize("iv", list(IVS.values()), ids=list(IVS))
+def test_a_batch_of_explanations_is_each_ones_own(rev, iv):
+    """``explain_many`` (a class at once, one padded pass) gives each item its own ``explain``: sources and prefixes of
+    different lengths, plain and contrastive, and a bad item refused without spoiling the others."""
+    m, tok = rev.model, rev.tokenizer
+    items, refused = [], []
+    for text in (SENTENCE, " a b", " e d c b a a b"):
+        a = analyze(m, tok, text, iv=iv)
+        src, out = tuple(a.source.ids), tuple(a.out_ids)
+        for t in range(len(out) + 1):
+            items.append((src, out, t, None))
+        target = shift_right(a.out_ids, bos_id=m.cfg.bos_id, eos_id=m.cfg.eos_id)[1][0]
+        items.append((src, out, 0, (target + 1) % m.cfg.n_logits))  # why this token and not another
+        refused += [len(items), len(items) + 1]
+        items += [(src, out, len(out) + 1, None), (src, out, 0, target)]  # out of range; contrast = the token itself
+    got = explain_many(m, tok, items, iv)
+    assert len(got) == len(items)
+    for k, (item, e) in enumerate(zip(items, got, strict=True)):
+        src, out, t, contrast = item
+        if k in refused:
+            assert isinstance(e, ValueError)
+            continue
+        one = explain(m, tok, src, out, t, iv, contrast=contrast, ig_steps=0)
+        assert (e.target, e.prefix_tokens, e.src_tokens, e.contrast) == (
+            one.target,
+            one.prefix_tokens,
+            one.src_tokens,
+            one.contrast,
+        )
+        assert [c[1] for c in e.candidates] == [c[1] for c in one.candidates]
+        for field in ("attn", "value_norm", "norm_heads", "norm_sum", "rollout", "grad_input"):
+            np.testing.assert_allclose(getattr(e, field), getattr(one, field), atol=1e-4, err_msg=field)
+        assert e.target_logprob == pytest.approx(one.target_logprob, abs=1e-4)
+        assert (e.hidden == one.hidden).all() and e.ablated == one.ablated
 
 
 # -- agreement in numbers and words -----------------------------------------------------------------------------------

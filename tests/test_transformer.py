@@ -400,6 +400,17 @@ def test_return_shapes(n_enc, n_dec, H):
     assert r.cross_attn.shape == (n_dec, B, H, T, S)
 
 
+def test_logits_at_one_row_per_item_are_those_rows_of_the_full_logits():
+    model = make_model()
+    src, tgt = batch()
+    at = torch.tensor([5, 2])  # item 1's last real row (its target holds 3 tokens)
+    with torch.no_grad():
+        enc = model.encode(src)
+        full, one = model.decode(tgt, enc).logits, model.decode(tgt, enc, logits_at=at).logits
+    assert one.shape == (2, 1, V)
+    torch.testing.assert_close(one[:, 0], full[torch.arange(2), at])
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(
     "iv", [Interventions(), Interventions(window=2, temperature=1.5), Interventions(src_hidden={1}, ablate={("dec_self", 1, 2)})]
