@@ -298,6 +298,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         metavar="F",
         help="with --entity-swap: this share of the first names drawn is followed by a surname (two-word names)",
     )
+    ap.add_argument(
+        "--entity-years",
+        type=float,
+        default=0.0,
+        metavar="Y",
+        help="with --entity-swap: this share of the whole numbers swapped becomes a year (1900-2039), whatever its length",
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--train-size", type=int, default=20000, help="reverse task: training pairs")
     return ap.parse_args(argv)
@@ -412,7 +419,7 @@ def main(argv=None) -> dict:
     train_pairs = [p for c in train_sets for p in c.pairs]
     swappers = []
     if a.entity_swap > 0:
-        pools = entity_pools(seed=a.seed, splice=a.entity_splice, full_name=a.entity_full_name)
+        pools = entity_pools(seed=a.seed, splice=a.entity_splice, full_name=a.entity_full_name, years=a.entity_years)
         swappers = [EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed) for c in train_sets]
         if a.entity_corpus:  # copy practice: every pair with a shared entity once more, always swapped
             pairs = [c.pairs[i] for c, sw in zip(train_sets, swappers, strict=True) for i in sorted(sw.entities)]

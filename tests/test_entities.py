@@ -158,3 +158,13 @@ def test_full_names_put_a_surname_after_a_first_name_on_both_sides():
     src, tgt = substitute_entities("Tom is here.", "Tom ist hier. Toms Hund auch.", ["Tom"], pools, random.Random(1))
     name = src.split(" is")[0]
     assert tgt == f"{name} ist hier. {name}s Hund auch."
+
+
+def test_a_years_share_of_whole_numbers_becomes_a_year_on_both_sides():
+    pools = EntityPools(("Emeka",), ("Okonkwo",), ("Tartu",), years=1.0)
+    rng = random.Random(0)
+    assert all(1900 <= int(pools.number(n, rng)) <= 2039 for n in ("3", "42", "500", "1987") for _ in range(50))
+    assert re.fullmatch(r"\d:\d\d", pools.number("7:45", rng))  # a clock time keeps its shape
+    src, tgt = substitute_entities("I have 3 cats.", "Ich habe 3 Katzen.", ["3"], pools, random.Random(2))
+    year = src.split()[2]
+    assert 1900 <= int(year) <= 2039 and tgt == f"Ich habe {year} Katzen."

@@ -86,7 +86,12 @@ def test_no_name_is_in_the_substitution_pool_of_the_shipped_model():
     args = json.loads((EN_DE / "metrics.json").read_text())["training"]["args"]
     if not args.get("entity_swap"):
         pytest.skip("the shipped model was trained without entity substitution")
-    pools = entity_pools(seed=args["seed"], splice=args.get("entity_splice", 0.0), full_name=args.get("entity_full_name", 0.0))
+    pools = entity_pools(
+        seed=args["seed"],
+        splice=args.get("entity_splice", 0.0),
+        full_name=args.get("entity_full_name", 0.0),
+        years=args.get("entity_years", 0.0),
+    )
     names = {e for _, es in NAMES for e in es if not e[0].isdigit()}
     assert not [n for n in names if n in pools], "a test name was in the training pool"
     rng = random.Random(args["seed"])  # spliced names are made while training: none of 100,000 is a test name
