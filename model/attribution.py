@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from model.analysis import iv_masks
+from model.analysis import iv_masks, padded_batches
 from model.decoding import decode_ids, max_new_tokens
 from model.records import Explanation, IGPart, IGResult, LayerLens, Maps, head_average, rollout, shift_right
 from model.tokenizer import Tokenizer
@@ -403,7 +403,7 @@ def explain_many(
     for i in sorted(checked, key=lambda i: len(items[i][0])):  # similar lengths together: less padding
         groups.setdefault(None if iv.causal else len(checked[i][0]), []).append(i)
     for group in groups.values():
-        for batch in _batches(group, lambda i: len(items[i][0])):
+        for batch in padded_batches(group, lambda i: len(items[i][0]), EXPLAIN_BATCH_MAX, EXPLAIN_BATCH_TOKENS):
             for i, e in zip(
                 batch, _explain_batch(model, tok, [items[i] for i in batch], [checked[i] for i in batch], iv, device), strict=True
             ):
@@ -411,22 +411,10 @@ def explain_many(
     return results
 
 
-# One padded pass holds at most EXPLAIN_BATCH_MAX explanations and EXPLAIN_BATCH_TOKENS source tokens with the padding:
-# a batched pass reads each weight once, but its arithmetic grows with the padded size, so wide batches of mixed lengths
-# cost more than they save (32 explanations of 7-42 tokens padded to 42: 1.3x faster than one by one; bench/README 9).
+# One padded pass holds at most EXPLAIN_BATCH_MAX explanations and EXPLAIN_BATCH_TOKENS source tokens with the padding
+# (``model.analysis.padded_batches``): the arithmetic of a backward pass grows with the padded size.
 EXPLAIN_BATCH_MAX = 32
 EXPLAIN_BATCH_TOKENS = 384
-
-
-def _batches(order: list[int], length: Callable[[int], int]) -> list[list[int]]:
-    """``order`` (sorted by ``length``, ascending) cut into batches within the two limits above."""
-    out: list[list[int]] = []
-    for i in order:
-        if out and len(out[-1]) < EXPLAIN_BATCH_MAX and (len(out[-1]) + 1) * length(i) <= EXPLAIN_BATCH_TOKENS:
-            out[-1].append(i)
-        else:
-            out.append([i])
-    return out
 
 
 def _explain_batch(model, tok, items, checked, iv: Interventions, device) -> list[Explanation]:

@@ -29,13 +29,15 @@ tensor, no model (the record lives in ``model.records``), so the app can cache i
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from model.analysis import Analysis, DecodeSettings, analyze
-from model.records import KINDS, VISIBLE, HeadTrace, shift_right
+from model.analysis import Analysis, DecodeSettings, InputError, analyze, iv_masks, padded_batches, prepare_source
+from model.records import KINDS, VISIBLE, HeadTrace, KindMask, shift_right
 from model.tokenizer import Tokenizer
 from model.transformer import (
     NO_INTERVENTIONS,
@@ -47,7 +49,7 @@ from model.transformer import (
     band,
 )
 
-__all__ = ["HeadTrace", "head_trace"]
+__all__ = ["HeadTrace", "head_trace", "head_trace_item", "head_trace_many"]
 
 
 def _np(t: Tensor) -> np.ndarray:
@@ -125,32 +127,150 @@ def head_trace(
     """
     _check(kind, layer, head, model)
     a = analysis if analysis is not None else analyze(model, tok, text, DecodeSettings() if settings is None else settings, iv)
+    t = _Translation.of(model, a, kind)
+    T = _pass_length(t, kind, query, iv)
+    device = next(model.parameters()).device
+    src_t = torch.tensor([t.src_ids], device=device)  # (1, S)
+    tgt_t = torch.tensor([t.tgt_in[:T]], device=device)  # (1, T)
+    inter = _intermediates(model, src_t, tgt_t, iv)  # the one pass: every layer's input rows
+    return _trace(model, t, kind, layer, head, query, iv, _rows_of(inter, 0, len(t.src_ids), T))
+
+
+def _intermediates(model: Transformer, src: Tensor, tgt: Tensor, iv: Interventions) -> dict[str, Tensor]:
+    """The intermediates of the teacher-forced pass over ``src (B, S)`` and ``tgt (B, T)``: every layer's input rows.
+    The generator runs on one row only (``logits_at``): a trace reads no logits, and over every row they cost a
+    quarter of the pass."""
+    enc = model.encode(src, iv, need_intermediates=True)
+    at = torch.zeros(src.size(0), dtype=torch.long, device=src.device)  # (B,)
+    return {**enc.intermediates, **model.decode(tgt, enc, iv, need_intermediates=True, logits_at=at).intermediates}
+
+
+def _rows_of(inter: dict[str, Tensor], b: int, S: int, T: int) -> dict[str, Tensor]:
+    """Item ``b``'s real rows of a (padded) pass's intermediates: the encoder's and the memory ``(S, D)``, the decoder's
+    ``(T, D)`` (``enc_*``, ``memory``, ``dec_*``; the positional encodings, which have no batch axis, are left out)."""
+    return {k: v[b, : (T if k.startswith("dec") else S)] for k, v in inter.items() if v.dim() == 3 and k != "logits"}
+
+
+TraceItem = tuple[str, tuple[int, ...], bool, str, int, int, int]  # (text, out_ids, finished, kind, layer, head, query)
+
+
+def head_trace_item(model: Transformer, tok: Tokenizer, item: TraceItem, iv: Interventions = NO_INTERVENTIONS) -> HeadTrace:
+    """``head_trace_many`` of one item: ``serving.worker.ModelWorker.call_many`` runs one or the other."""
+    result = head_trace_many(model, tok, [item], iv)[0]
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+@torch.inference_mode()
+def head_trace_many(
+    model: Transformer, tok: Tokenizer, items: Sequence[TraceItem], iv: Interventions = NO_INTERVENTIONS
+) -> list[HeadTrace | ValueError | InputError]:
+    """``head_trace`` of many ``(text, out_ids, finished, kind, layer, head, query)`` under one ``iv``, each following the
+    translation ``out_ids`` (``Analysis.out_ids`` and ``.finished`` of the page's analysis: nothing is decoded here),
+    the intermediates of every item from one padded pass (sources and decoder inputs right-padded: the padding mask
+    and the causal mask hide the padding from every real row). For each item its ``HeadTrace``, equal to its own
+    ``head_trace`` up to float rounding (tests/test_head_trace.py), or the error ``head_trace`` would raise (returned).
+    Without the causal mask a decoder row would read the padding after it, so only passes of one length go together.
+    """
     cfg, device = model.cfg, next(model.parameters()).device
-    n_q = len(a.source.tokens if kind == "enc_self" else a.tgt_in_tokens)
+    results: list = [None] * len(items)
+    ready: dict[int, tuple[_Translation, int]] = {}
+    for i, (text, out_ids, finished, kind, layer, head, query) in enumerate(items):
+        try:
+            _check(kind, layer, head, model)
+            source = prepare_source(tok, text, cfg.max_len)
+            tgt_in, tgt_out = shift_right(list(out_ids), bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
+            out_tokens = [tok.piece_text(j) for j in tgt_out]
+            if not finished:
+                out_tokens[-1] = "…"  # as ``Analysis.tgt_out_tokens``: the last row predicts a token that was not kept
+            masks = iv_masks(iv, len(source.ids), len(tgt_in))[kind]
+            t = _Translation(source.ids, source.tokens, tgt_in, [tok.piece_text(j) for j in tgt_in], out_tokens, masks)
+            ready[i] = (t, _pass_length(t, kind, query, iv))
+        except (ValueError, InputError) as e:
+            results[i] = e
+    groups: dict[int | None, list[int]] = {}
+    for i in sorted(ready, key=lambda i: len(ready[i][0].src_ids)):  # similar lengths together: less padding
+        kind = items[i][3]
+        groups.setdefault(None if iv.causal or kind == "enc_self" else ready[i][1], []).append(i)
+    for group in groups.values():
+        for batch in padded_batches(group, lambda i: len(ready[i][0].src_ids), TRACE_BATCH_MAX, TRACE_BATCH_TOKENS):
+            S = max(len(ready[i][0].src_ids) for i in batch)
+            T = max(ready[i][1] for i in batch)
+            src = torch.full((len(batch), S), cfg.pad_id, dtype=torch.long, device=device)  # (B, S), right-padded
+            tgt = torch.full((len(batch), T), cfg.pad_id, dtype=torch.long, device=device)  # (B, T), right-padded
+            for b, i in enumerate(batch):
+                t, n = ready[i]
+                src[b, : len(t.src_ids)] = torch.tensor(t.src_ids)
+                tgt[b, :n] = torch.tensor(t.tgt_in[:n])
+            inter = _intermediates(model, src, tgt, iv)
+            for b, i in enumerate(batch):
+                t, n = ready[i]
+                _, _, _, kind, layer, head, query = items[i]
+                results[i] = _trace(model, t, kind, layer, head, query, iv, _rows_of(inter, b, len(t.src_ids), n))
+    return results
+
+
+TRACE_BATCH_MAX, TRACE_BATCH_TOKENS = 32, 384  # traces in one padded pass, and its source tokens with the padding
+
+
+@dataclass(frozen=True)
+class _Translation:
+    """What a trace reads of the translation it follows (``Analysis``'s fields of the same names; ``masks``: the kind's
+    ``KindMask``)."""
+
+    src_ids: list[int]
+    src_tokens: list[str]
+    tgt_in: list[int]  # <bos> + the output ids (``shift_right``)
+    tgt_in_tokens: list[str]
+    tgt_out_tokens: list[str]
+    masks: KindMask
+
+    @staticmethod
+    def of(model: Transformer, a: Analysis, kind: str) -> _Translation:
+        tgt_in, _ = shift_right(a.out_ids, bos_id=model.cfg.bos_id, eos_id=model.cfg.eos_id, max_len=model.cfg.max_len)
+        return _Translation(a.source.ids, a.source.tokens, tgt_in, a.tgt_in_tokens, a.tgt_out_tokens, a.maps.masks[kind])
+
+
+def _pass_length(t: _Translation, kind: str, query: int, iv: Interventions) -> int:
+    """Decoder rows of the pass that computed row ``query`` (model.analysis.decode_time_maps): under the causal mask
+    one pass over the whole output; without it, decoder row ``query`` is step ``query``'s own pass over the prefix.
+    Raises ValueError for a query out of range."""
+    n_q = len(t.src_tokens if kind == "enc_self" else t.tgt_in_tokens)
     if not 0 <= query < n_q:
         raise ValueError(f"query {query} is out of range: {kind} has {n_q} query tokens (count from 0)")
-    tgt_in, _ = shift_right(a.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
-    # The pass that computed this row (model.analysis.decode_time_maps): under the causal mask one pass over
-    # the whole output; without it, decoder row `query` is step `query`'s own pass over the prefix only.
-    T = query + 1 if kind != "enc_self" and not iv.causal else len(tgt_in)
-    src_t = torch.tensor([a.source.ids], device=device)  # (1, S)
-    tgt_t = torch.tensor([tgt_in[:T]], device=device)  # (1, T)
-    inter = model(src_t, tgt_t, iv, need_intermediates=True).intermediates  # the one pass: every layer's input rows
+    return query + 1 if kind != "enc_self" and not iv.causal else len(t.tgt_in_tokens)
 
-    src, tgt = a.source.tokens, a.tgt_in_tokens[:T]
+
+def _trace(
+    model: Transformer,
+    t: _Translation,
+    kind: str,
+    layer: int,
+    head: int,
+    query: int,
+    iv: Interventions,
+    inter: dict[str, Tensor],
+) -> HeadTrace:
+    """The ``HeadTrace`` from the pass's intermediates of this one item, each ``(rows, D)`` (S rows for the encoder's and
+    the memory, T for the decoder's)."""
+    cfg, device = model.cfg, next(model.parameters()).device
+    T = inter["dec_in"].size(0)
+
+    src, tgt = t.src_tokens, t.tgt_in_tokens[:T]
     q_tokens, k_tokens = {"enc_self": (src, src), "dec_self": (tgt, tgt), "cross": (tgt, src)}[kind]
-    reasons = a.maps.masks[kind].reasons[: len(q_tokens), : len(k_tokens)]  # (Q, K) int8 (model.records.cell_reasons)
+    reasons = t.masks.reasons[: len(q_tokens), : len(k_tokens)]  # (Q, K) int8 (model.records.cell_reasons)
     mask = torch.from_numpy(reasons != VISIBLE).to(device)  # (Q, K) True = hidden
     opts = {"temperature": iv.temperature, "need_weights": True}
 
     if kind == "enc_self":
         lay: EncoderLayer = model.encoder[layer]
-        resid_all = inter["enc_in" if layer == 0 else f"enc_layer_{layer - 1}"][0]  # (S, D)
+        resid_all = inter["enc_in" if layer == 0 else f"enc_layer_{layer - 1}"]  # (S, D)
         mha, norm, next_norm, label = lay.self_attn, lay.self_attn_norm, lay.ff_norm, "feed-forward"
         kv_x = norm.pre(resid_all)  # (S, D)
     else:
         dl: DecoderLayer = model.decoder[layer]
-        y = inter["dec_in" if layer == 0 else f"dec_layer_{layer - 1}"][0]  # (T, D): the decoder layer's input
+        y = inter["dec_in" if layer == 0 else f"dec_layer_{layer - 1}"]  # (T, D): the decoder layer's input
         if kind == "dec_self":
             resid_all, mha, norm, next_norm, label = y, dl.self_attn, dl.self_attn_norm, dl.cross_attn_norm, "cross-attention"
             kv_x = norm.pre(resid_all)  # (T, D)
@@ -162,7 +282,7 @@ def head_trace(
             a_self, _, _ = dl.self_attn(h, h, None if allowed is None else allowed[None, None], head_mask=hm_self, **opts)
             resid_all = dl.self_attn_norm.post(y + a_self[0])  # (T, D)
             mha, norm, next_norm, label = dl.cross_attn, dl.cross_attn_norm, dl.ff_norm, "feed-forward"
-            kv_x = inter["memory"][0]  # (S, D): keys and values come from the encoder memory
+            kv_x = inter["memory"]  # (S, D): keys and values come from the encoder memory
     hm = iv.head_mask(kind, layer, cfg.n_heads)
     resid = resid_all[query]  # (D,)
     x = norm.pre(resid[None])[0]  # (D,)
@@ -184,7 +304,7 @@ def head_trace(
         norm_first=cfg.norm_first,
         q_tokens=list(q_tokens),
         k_tokens=list(k_tokens),
-        predicted=None if kind == "enc_self" else list(a.tgt_out_tokens[:T]),
+        predicted=None if kind == "enc_self" else list(t.tgt_out_tokens[:T]),
         resid=_np(resid),
         x=_np(x),
         kv_x=_np(kv_x),
@@ -198,7 +318,7 @@ def head_trace(
         weights=_np(weights[head]),
         head_out=_np(heads[head]),
         heads=_np(heads),
-        ablated_heads=frozenset(h for l, h in a.maps.masks[kind].ablated if l == layer),
+        ablated_heads=frozenset(h for l, h in t.masks.ablated if l == layer),
         concat=_np(concat),
         attn_out=_np(attn_out),
         added=_np(added),

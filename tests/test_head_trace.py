@@ -25,7 +25,7 @@ from model.analysis import DecodeSettings, InputError, analyze
 from model.checkpoint import load_checkpoint
 from model.records import FUTURE, HIDDEN, KINDS, VISIBLE, WINDOW, shift_right
 from model.tokenizer import Tokenizer
-from model.trace import HeadTrace, head_trace
+from model.trace import HeadTrace, head_trace, head_trace_many
 from model.transformer import Interventions, Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -219,6 +219,40 @@ def test_a_trace_given_the_pages_analysis_is_the_same_trace(rev, kind, iv):
     for name, v in vars(t).items():
         w = getattr(given, name)
         assert np.array_equal(v, w) if isinstance(v, np.ndarray) else v == w, name
+
+
+@pytest.mark.parametrize("iv", list(IVS), ids=list(IVS))
+def test_a_batch_of_traces_is_each_ones_own(rev, iv):
+    """``head_trace_many`` (a class on the page at once, one padded pass) gives each item its own ``head_trace``:
+    sentences of different lengths, every kind, several layers, heads and queries, an unfinished translation, and bad
+    items refused without spoiling the others."""
+    m, tok, ivs = rev.model, rev.tokenizer, IVS[iv]
+    items, analyses, refused = [], {}, []
+    for text in (TEXT, " a b", " e d c b a a b c"):
+        a = analyses[text] = analyze(m, tok, text, DecodeSettings(), ivs)
+        for kind, layer, head in (("enc_self", 0, 1), ("dec_self", 1, 0), ("cross", 1, 1), ("cross", 0, 0)):
+            n_q = len(a.source.ids) if kind == "enc_self" else len(a.tgt_in_tokens)
+            items += [(text, tuple(a.out_ids), a.finished, kind, layer, head, q) for q in sorted({0, n_q // 2, n_q - 1})]
+        refused += [len(items), len(items) + 1]
+        items += [(text, tuple(a.out_ids), a.finished, "cross", 0, 0, 99), (text, tuple(a.out_ids), a.finished, "cross", 5, 0, 0)]
+    cut = analyze(m, tok, TEXT, DecodeSettings(max_new=2), ivs)  # cut by the token budget: its last row ends in "…"
+    items.append((TEXT, tuple(cut.out_ids), cut.finished, "cross", 1, 0, len(cut.tgt_in_tokens) - 1))
+    analyses["cut"] = cut
+    got = head_trace_many(m, tok, items, ivs)
+    assert len(got) == len(items)
+    for k, (item, t) in enumerate(zip(items, got, strict=True)):
+        if k in refused:
+            assert isinstance(t, ValueError)
+            continue
+        text, _, _, kind, layer, head, query = item
+        a = analyses["cut" if k == len(items) - 1 else text]
+        one = head_trace(m, tok, text, kind=kind, layer=layer, head=head, query=query, iv=ivs, analysis=a)
+        for name, v in vars(one).items():
+            w = getattr(t, name)
+            if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+                np.testing.assert_allclose(w, v, rtol=1e-5, atol=1e-5, err_msg=name)
+            else:
+                assert np.array_equal(v, w) if isinstance(v, np.ndarray) else v == w, name
 
 
 def test_a_trace_is_plain_data_that_pickles(rev):

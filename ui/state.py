@@ -38,7 +38,7 @@ from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
 from model.records import KINDS, EncoderDistance, Explanation, HeadTrace, IGPart, LayerLens, WordOrder, rollout, shift_right
 from model.settings import NO_INTERVENTIONS, Interventions
 from model.stats import head_stats
-from model.trace import head_trace
+from model.trace import head_trace_item, head_trace_many
 from serving import heap
 from serving.limits import CallLimit
 from serving.worker import ModelWorker
@@ -277,10 +277,11 @@ def run_head_trace(
     path: str, text: str, settings: DecodeSettings, iv: Interventions, kind: str, layer: int, head: int, query: int
 ) -> HeadTrace:
     """``model.trace.head_trace`` of one input, kind, layer, head and query (0-based) under ``settings`` and ``iv``; it
-    follows ``run_analysis``'s translation (cached: the page has it already), so the worker does not decode again."""
+    follows ``run_analysis``'s translation (cached: the page has it already), so the worker does not decode again;
+    batched with the traces other sessions ask for meanwhile (``head_trace_many``: a class on the page at once)."""
     a = run_analysis(path, text, settings, iv)
-    kw = dict(kind=kind, layer=layer, head=head, query=query, settings=settings, iv=iv, analysis=a)
-    return MODEL_WORKER.call(load_model(path), head_trace, text, **kw)
+    item = (text, tuple(a.out_ids), a.finished, kind, layer, head, query)
+    return MODEL_WORKER.call_many(load_model(path), head_trace_many, head_trace_item, item, iv)
 
 
 def mask_interventions() -> Interventions:
