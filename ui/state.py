@@ -331,6 +331,14 @@ class Ctx:
         ``run_analysis`` (cached)."""
         return self.a if iv == NO_INTERVENTIONS else run_analysis(self.path, self.text, self.settings, iv)
 
+    def steps(self, forced: tuple[int, ...] = ()) -> list:
+        """The decoding steps with ``forced`` output ids (``run_steps``); with none, ``a``'s own steps where it has them
+        (greedy and sampling), taken as they are: through ``run_steps`` they were pickled into its cache and unpickled
+        again on every rerun (the Step page's Play reruns once a second)."""
+        if not forced and self.a.steps is not None:
+            return self.a.steps
+        return run_steps(self.path, self.text, self.settings, forced)
+
 
 def analyse_ahead(f: Frame) -> Frame:
     """The frame with its analysis (``run_analysis``, cached), computed before the page waits for its turn to draw

@@ -103,7 +103,7 @@ def draw_heads(ctx: state.Ctx) -> None:
 
 
 def draw_next_token(ctx: state.Ctx) -> None:
-    trace = state.run_steps(ctx.path, ctx.text, ctx.settings, ())
+    trace = ctx.steps()
     t = clamped_slider("Decoding step", len(trace), key=keys.LESSON_DECODE_STEP) - 1
     v = trace[t]
     chips(v.prefix_tokens + [v.chosen_token], [""] * len(v.prefix_tokens) + ["new"], css="lesson-prefix")

@@ -145,7 +145,7 @@ def step_controls(n: int) -> int:
 def steps_fragment(ctx: state.Ctx) -> None:
     """Step slider, previous / next / play, and everything that depends on the step."""
     forced = forced_ids(ctx)
-    trace = state.run_steps(ctx.path, ctx.text, ctx.settings, forced)
+    trace = ctx.steps(forced)
     n = len(trace)
     advance_play(n)
     t = step_controls(n)
