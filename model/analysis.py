@@ -282,6 +282,15 @@ def analyze(
     return _analysis(model, tok, src, settings, iv, enc, out, finished, beam, None if beam is not None else steps)
 
 
+def predicted_tokens(tok: Tokenizer, tgt_out: Sequence[int], finished: bool) -> list[str]:
+    """``Analysis.tgt_out_tokens``: the piece each decoder row predicts, the last one "…" when the token budget ran out
+    (that row predicts a token that was not kept)."""
+    out = [tok.piece_text(i) for i in tgt_out]
+    if not finished:
+        out[-1] = "…"
+    return out
+
+
 def _analysis(
     model: Transformer,
     tok: Tokenizer,
@@ -304,9 +313,7 @@ def _analysis(
         # Beam search (its steps mix hypotheses) or an output cut by the budget (its last row, which
         # predicts <eos>, was never decoded): the passes that would write this output, step by step.
         maps = decode_time_maps(model, src.ids, tgt_out, iv, enc=enc)
-    out_tokens = [tok.piece_text(i) for i in tgt_out]
-    if not finished:
-        out_tokens[-1] = "…"  # budget spent: the last row predicts a token that was not kept
+    out_tokens = predicted_tokens(tok, tgt_out, finished)
     return Analysis(
         source=src,
         out_ids=out,

@@ -74,7 +74,6 @@ __all__ = [
     "decoder_lens_ids",
     "encode_embedded",
     "explain",
-    "explain_item",
     "explain_many",
     "ig_part",
     "layer_lens",
@@ -364,23 +363,16 @@ def explain(
     ig = None if ig_steps == 0 else IGResult.total([_ig_segment(p.f, p.x, k, ig_segments, ig_steps) for k in range(ig_segments)])
     with torch.enable_grad():
         gxi = _captum().InputXGradient(p.f).attribute(p.x.clone().requires_grad_(True))  # (1, S, D)
-    return _explanation(model, tok, src_ids, p.prefix[0].tolist(), position, p.target, iv, contrast, res, 0, gxi[0], ig)
+    return _explanation(model, tok, src_ids, p.prefix[0].tolist(), position, p.target, iv, contrast, res, gxi[0], ig)
 
 
 ExplainItem = tuple[tuple[int, ...], tuple[int, ...], int, "int | None"]  # (src_ids, out_ids, position, contrast)
 
 
-def explain_item(model: Transformer, tok: Tokenizer, item: ExplainItem, iv: Interventions = NO_INTERVENTIONS) -> Explanation:
-    """``explain`` of one ``(src_ids, out_ids, position, contrast)`` without Integrated Gradients: ``explain_many``'s
-    one-item form (``serving.worker.ModelWorker.call_many`` runs one or the other)."""
-    src_ids, out_ids, position, contrast = item
-    return explain(model, tok, src_ids, out_ids, position, iv, contrast=contrast, ig_steps=0)
-
-
 def explain_many(
     model: Transformer, tok: Tokenizer, items: Sequence[ExplainItem], iv: Interventions = NO_INTERVENTIONS
 ) -> list[Explanation | ValueError]:
-    """``explain_item`` of many ``(src_ids, out_ids, position, contrast)`` under one ``iv``: for each its
+    """``explain`` (without Integrated Gradients) of many ``(src_ids, out_ids, position, contrast)`` under one ``iv``: for each its
     ``Explanation`` (no Integrated Gradients), or the ValueError ``explain`` would raise for it (returned, not raised).
 
     A class on the Attention vs attribution page asks for one explanation each at once; as one padded batch (sources
@@ -446,7 +438,7 @@ def _explain_batch(model, tok, items, checked, iv: Interventions, device) -> lis
             dec.cross_attn[:, b : b + 1, :, :t, :n],  # (L_dec, 1, H, t, S_b)
             {"memory": enc.intermediates["memory"][b : b + 1, :n]},  # (1, S_b, D)
         )
-        out.append(_explanation(model, tok, it[0], prefix_ids, it[2], tgt_id, iv, it[3], own, 0, gxi[b, :n], None))
+        out.append(_explanation(model, tok, it[0], prefix_ids, it[2], tgt_id, iv, it[3], own, gxi[b, :n], None))
     return out
 
 
@@ -460,26 +452,25 @@ def _explanation(
     iv: Interventions,
     contrast: int | None,
     res: ForwardResult,
-    b: int,
     gxi: Tensor,
     ig: IGResult | None,
 ) -> Explanation:
-    """The ``Explanation`` record of item ``b`` of a teacher-forced pass ``res`` (its last row is the token's step) and
+    """The ``Explanation`` record of a teacher-forced pass ``res`` of one item (its last row is the token's step) and
     its gradient × input ``gxi (S, D)``."""
     cfg, name, S = model.cfg, tok.piece_text, len(src_ids)
     with torch.inference_mode():
-        logp = torch.log_softmax(res.logits[b, -1].float(), dim=-1)  # (V_tgt,)
+        logp = torch.log_softmax(res.logits[0, -1].float(), dim=-1)  # (V_tgt,)
         top = torch.topk(logp, min(TOP_K, logp.numel()))
-        attn = res.cross_attn[:, b, :, -1]  # (L, H, S): row t of every layer and head
+        attn = res.cross_attn[:, 0, :, -1]  # (L, H, S): row t of every layer and head
         value_norm, norm_heads, norm_sum = [], [], []
         for l in range(cfg.n_dec_layers):
             f_norm, per_head, summed = _norms(
-                model.decoder[l].cross_attn, res.intermediates["memory"][b : b + 1], res.cross_attn[l, b : b + 1, :, -1:]
+                model.decoder[l].cross_attn, res.intermediates["memory"], res.cross_attn[l, :, :, -1:]
             )
             value_norm.append(f_norm[0])  # (H, S)
             norm_heads.append(per_head[0, :, 0])  # (H, S)
             norm_sum.append(summed[0, 0])  # (S,)
-        enc_roll = rollout(_np(res.enc_self_attn[:, b]))[-1]  # (S, S): each encoder output's share of each input token
+        enc_roll = rollout(_np(res.enc_self_attn[:, 0]))[-1]  # (S, S): each encoder output's share of each input token
         mean_rows = np.stack([head_average(_np(attn)[:, :, None, :], l)[0] for l in range(cfg.n_dec_layers)])  # (L, S)
     return Explanation(
         src_tokens=[name(i) for i in src_ids],

@@ -36,7 +36,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from model.analysis import Analysis, DecodeSettings, InputError, analyze, iv_masks, padded_batches, prepare_source
+from model.analysis import (
+    Analysis,
+    DecodeSettings,
+    InputError,
+    analyze,
+    iv_masks,
+    padded_batches,
+    predicted_tokens,
+    prepare_source,
+)
 from model.records import KINDS, VISIBLE, HeadTrace, KindMask, shift_right
 from model.tokenizer import Tokenizer
 from model.transformer import (
@@ -181,9 +190,7 @@ def head_trace_many(
             _check(kind, layer, head, model)
             source = prepare_source(tok, text, cfg.max_len)
             tgt_in, tgt_out = shift_right(list(out_ids), bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
-            out_tokens = [tok.piece_text(j) for j in tgt_out]
-            if not finished:
-                out_tokens[-1] = "…"  # as ``Analysis.tgt_out_tokens``: the last row predicts a token that was not kept
+            out_tokens = predicted_tokens(tok, tgt_out, finished)
             masks = iv_masks(iv, len(source.ids), len(tgt_in))[kind]
             t = _Translation(source.ids, source.tokens, tgt_in, [tok.piece_text(j) for j in tgt_in], out_tokens, masks)
             ready[i] = (t, _pass_length(t, kind, query, iv))
