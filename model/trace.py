@@ -94,7 +94,7 @@ def _by_hand(mha: MultiHeadAttention, x: Tensor, kv_x: Tensor, mask: Tensor, tau
     else:
         weights = torch.softmax(scaled.masked_fill(mask, float("-inf")), dim=-1)  # (H, K)
     heads = torch.einsum("hk,khd->hd", weights, v)  # (H, Dh): sum_j w_j v_j per head
-    keep = torch.tensor(head_mask if head_mask is not None else [1.0] * H, dtype=heads.dtype)  # (H,)
+    keep = torch.tensor(head_mask if head_mask is not None else [1.0] * H, dtype=heads.dtype, device=heads.device)  # (H,)
     concat = (heads * keep[:, None]).reshape(H * Dh)  # (D,): Concat(head_1 .. head_H), ablated heads zeroed
     return q, k, v, scores, scaled, weights, heads, concat
 

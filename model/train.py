@@ -476,8 +476,11 @@ def main(argv=None) -> dict:
         lr=a.lr,
         betas=(0.9, 0.98),
         eps=1e-9,
+        fused=device.type == "cuda",  # one kernel for the whole update on a GPU
     )
     ema = {k: v.detach().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
+    live = model.state_dict()  # views of the weights (updated in place), in the order of ``ema``
+    ema_pairs = ([ema[k] for k in ema], [live[k] for k in ema])
     steps_per_epoch = sum(
         1
         for _ in token_batches(
@@ -529,8 +532,11 @@ def main(argv=None) -> dict:
         batches = list(token_batches(epoch_ex, a.max_tokens, shuffle=True, seed=a.seed + epoch))
         bar = tqdm(batches, desc=f"epoch {epoch}/{a.epochs}", disable=a.quiet, mininterval=2.0, initial=skip)
         for b, idx in enumerate(batches[skip:], start=skip + 1):
-            src = pad_batch([epoch_ex[i][0] for i in idx], tok.pad_id).to(device)
-            tgt = pad_batch([epoch_ex[i][1] for i in idx], tok.pad_id).to(device)
+            src = pad_batch([epoch_ex[i][0] for i in idx], tok.pad_id)
+            tgt = pad_batch([epoch_ex[i][1] for i in idx], tok.pad_id)
+            # counted on the CPU: reading a GPU tensor would make the host wait for every step
+            n_tok = int((tgt[:, 1:] != tok.pad_id).sum()) + int((src != tok.pad_id).sum())
+            src, tgt = src.to(device, non_blocking=True), tgt.to(device, non_blocking=True)
             step += 1
             time_frac = (elapsed + time.time() - t0) / (a.max_minutes * 60) if a.max_minutes else 0.0
             lr = lr_at(step, a.lr, a.warmup, total_steps, a.schedule, time_frac)
@@ -547,18 +553,15 @@ def main(argv=None) -> dict:
             torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
             opt.step()
             if a.ema:
-                with torch.no_grad():
-                    d = min(a.ema, (1 + step) / (10 + step))
-                    for k, v in model.state_dict().items():
-                        if k in ema:
-                            ema[k].mul_(d).add_(v.detach(), alpha=1 - d)
-            n_tok = int((labels != tok.pad_id).sum()) + int((src != tok.pad_id).sum())
-            loss_sum += loss.item() * n_tok
+                with torch.no_grad():  # ema = d * ema + (1 - d) * weights, all tensors in one call
+                    torch._foreach_lerp_(*ema_pairs, 1 - min(a.ema, (1 + step) / (10 + step)))
+            loss_sum = loss_sum + loss.detach() * n_tok  # stays on the device: no wait per step
             tok_sum += n_tok
             n_tok_epoch += n_tok
             now = time.time()
             bar.update()
-            bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{n_tok_epoch / (now - t0):.0f}", lr=f"{lr:.2e}")
+            if b % 20 == 0 or b == len(batches):
+                bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{n_tok_epoch / (now - t0):.0f}", lr=f"{lr:.2e}")
             if now - last_save > a.save_minutes * 60:
                 mid = {"epoch": epoch - 1, "step": step, "elapsed": elapsed + now - t0, "batch": b}
                 save_state(out / "state", model, ema, opt, {**meta, **mid})
@@ -576,7 +579,7 @@ def main(argv=None) -> dict:
             "epoch": epoch,
             "step": step,
             "lr": lr,
-            "train_loss": loss_sum / max(tok_sum, 1),
+            "train_loss": float(loss_sum) / max(tok_sum, 1),
             "val_loss": val_loss,
             "val_bleu": val_bleu,
             "tokens_per_s": tps,

@@ -1,0 +1,95 @@
+"""The GPU path: on a CUDA device the shipped model gives what it gives on the CPU.
+
+The app loads its model on the GPU where torch sees one (``model.checkpoint.pick_device``), so a
+teacher on a GPU machine must see the same translation, the same maps, the same explanation and the
+same head trace as on a laptop. Each test runs one thing on both devices (float32 on both: no TF32) and
+compares; the maps must also keep their own properties there (rows sum to 1, KV-cached decoding equals
+a full pass, the future never changes the past). Skipped where torch sees no CUDA device (CI); on a GPU
+machine: ``pytest tests/test_cuda.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from model.analysis import DecodeSettings, analyze
+from model.checkpoint import PRETRAINED, load_checkpoint
+from model.transformer import Interventions
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+TEXTS = ["My friend Jakob lives in Stuttgart.", "Two dogs are playing in the snow.", "Where is the train station?"]
+IVS = [Interventions(), Interventions(src_hidden={1}, ablate={("cross", 0, 1)}, temperature=1.5)]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """The shipped model on the CPU and on the GPU (both float32, eval mode)."""
+    return load_checkpoint(PRETRAINED / "en-de", "cpu"), load_checkpoint(PRETRAINED / "en-de", "cuda")
+
+
+def test_the_model_and_its_default_device_are_the_gpu(pair):
+    cpu, gpu = pair
+    assert gpu.device.type == "cuda" and load_checkpoint(PRETRAINED / "en-de").device.type == "cuda"
+    assert all(p.is_cuda and p.dtype == torch.float32 for p in gpu.model.parameters())
+    assert not torch.backends.cuda.matmul.allow_tf32  # TF32 would round the maps to ~1e-3
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+@pytest.mark.parametrize("iv", IVS, ids=["plain", "interventions"])
+@pytest.mark.parametrize("text", TEXTS)
+def test_analysis_on_the_gpu_is_the_cpu_analysis(pair, text, method, iv):
+    cpu, gpu = pair
+    s = DecodeSettings(method=method)
+    a, b = analyze(cpu.model, cpu.tokenizer, text, s, iv), analyze(gpu.model, gpu.tokenizer, text, s, iv)
+    assert b.out_ids == a.out_ids and b.translation == a.translation
+    for name in ("enc_self", "dec_self", "cross", "next_probs"):
+        x, y = getattr(a.maps, name), getattr(b.maps, name)
+        assert isinstance(y, np.ndarray) and np.isfinite(y).all(), name
+        np.testing.assert_allclose(y, x, atol=1e-4, rtol=0, err_msg=name)
+    rows = b.maps.cross.sum(-1)  # (L, H, T): 1, or 0 for an ablated head
+    assert np.all(np.isclose(rows, 1, atol=1e-5) | np.isclose(rows, 0, atol=1e-6))
+
+
+def test_kv_cached_decoding_on_the_gpu_equals_full_recomputation(pair):
+    _, gpu = pair
+    m, tok = gpu.model, gpu.tokenizer
+    src = torch.tensor([tok.encode(TEXTS[0]) + [tok.eos_id]], device="cuda")  # (1, S)
+    tgt = torch.tensor([[tok.bos_id] + tok.encode("Mein Freund Jakob wohnt in Stuttgart.", target=True)], device="cuda")
+    with torch.no_grad():
+        enc = m.encode(src)
+        full = m.decode(tgt, enc, need_weights=True)
+        cache = None
+        for t in range(tgt.size(1)):
+            step = m.decode(tgt[:, t : t + 1], enc, cache=cache, need_weights=True)
+            cache = step.cache
+            torch.testing.assert_close(step.logits, full.logits[:, t : t + 1], atol=1e-4, rtol=0)
+            torch.testing.assert_close(step.cross_attn, full.cross_attn[..., t : t + 1, :], atol=1e-5, rtol=0)
+        # the future never changes the past: a different last token leaves every earlier row as it was
+        other = tgt.clone()
+        other[0, -1] = tok.eos_id
+        changed = m.decode(other, enc, need_weights=True)
+        torch.testing.assert_close(changed.logits[:, :-1], full.logits[:, :-1], atol=1e-5, rtol=0)
+
+
+def test_explanations_and_head_traces_on_the_gpu_are_the_cpu_ones(pair):
+    pytest.importorskip("captum")
+    from model.attribution import explain
+    from model.trace import head_trace
+
+    cpu, gpu = pair
+    a = analyze(cpu.model, cpu.tokenizer, TEXTS[0])
+    src = a.source.ids
+    e_cpu = explain(cpu.model, cpu.tokenizer, src, a.out_ids, 1, ig_steps=8)
+    e_gpu = explain(gpu.model, gpu.tokenizer, src, a.out_ids, 1, ig_steps=8)
+    assert e_gpu.target_id == e_cpu.target_id
+    for name in ("attn", "value_norm", "norm_sum", "rollout", "grad_input"):
+        np.testing.assert_allclose(getattr(e_gpu, name), getattr(e_cpu, name), atol=1e-3, rtol=1e-3, err_msg=name)
+    np.testing.assert_allclose(e_gpu.ig.ig, e_cpu.ig.ig, atol=1e-3, rtol=1e-3)
+    kw = dict(kind="cross", layer=1, head=2, query=1)
+    h_cpu = head_trace(cpu.model, cpu.tokenizer, TEXTS[0], **kw)
+    h_gpu = head_trace(gpu.model, gpu.tokenizer, TEXTS[0], **kw)
+    np.testing.assert_allclose(h_gpu.weights, h_cpu.weights, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(h_gpu.scores, h_cpu.scores, atol=1e-3, rtol=1e-4)
