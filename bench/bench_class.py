@@ -232,6 +232,22 @@ def same_as_shown(a, b) -> bool:
     return a == b
 
 
+def first_difference(a, b, path: str = "") -> str | None:
+    """Where two contents first differ beyond ``same_as_shown``: a path into them and both values, e.g.
+    ``[3][1].data[0].z[2][5]: 0.4213 vs 0.42131`` (None where they read the same): what a mismatch reports."""
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        return next((d for k in a if (d := first_difference(a[k], b[k], f"{path}.{k}")) is not None), None)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple) and len(a) == len(b):
+        return next(
+            (d for i, (x, y) in enumerate(zip(a, b, strict=True)) if (d := first_difference(x, y, f"{path}[{i}]")) is not None),
+            None,
+        )
+    if same_as_shown(a, b):
+        return None
+    show = lambda v: repr(v)[:120]  # noqa: E731
+    return f"{path or '.'}: {show(a)} vs {show(b)}"
+
+
 async def read_run(ws, t0: float, deadline: float) -> tuple[Run, str | None]:
     """Read ForwardMsgs until the run finishes; returns the run and the script hash of the page it ran (from
     ``navigation``, as the browser keeps it for the next rerun)."""
@@ -521,7 +537,15 @@ def summarise(students: list[dict], wall_s: float, cpu_s: float, mem: dict, refe
             if s[k] != ref.get(k):
                 bitwise += 1
                 if not same_as_shown(s.get(run), ref.get(run)):
-                    mismatches.append({"sentence": s["sentence"], "what": k, "got": s[k], "single_session": ref.get(k)})
+                    mismatches.append(
+                        {
+                            "sentence": s["sentence"],
+                            "what": k,
+                            "got": s[k],
+                            "single_session": ref.get(k),
+                            "first_difference": first_difference(s.get(run), ref.get(run)),
+                        }
+                    )
     for s in students:  # the contents were for the comparison only
         s.pop("_content", None), s.pop("_change_content", None)
     return {

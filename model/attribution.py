@@ -74,6 +74,7 @@ __all__ = [
     "decoder_lens_ids",
     "encode_embedded",
     "explain",
+    "explain_item",
     "explain_many",
     "ig_part",
     "layer_lens",
@@ -367,6 +368,15 @@ def explain(
 
 
 ExplainItem = tuple[tuple[int, ...], tuple[int, ...], int, "int | None"]  # (src_ids, out_ids, position, contrast)
+
+
+def explain_item(model: Transformer, tok: Tokenizer, item: ExplainItem, iv: Interventions = NO_INTERVENTIONS) -> Explanation:
+    """``explain_many`` of one ``(src_ids, out_ids, position, contrast)``: ``serving.worker.ModelWorker.call_many`` runs
+    one or the other. Raises ValueError as ``explain`` does."""
+    result = explain_many(model, tok, [item], iv)[0]
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 def explain_many(

@@ -30,6 +30,7 @@ from model.attribution import (
     decoder_lens_ids,
     encode_embedded,
     explain,
+    explain_item,
     explain_many,
     ig_part,
     layer_lens,
@@ -368,6 +369,11 @@ def test_a_batch_of_explanations_is_each_ones_own(rev, iv):
             np.testing.assert_allclose(getattr(e, field), getattr(one, field), atol=1e-4, err_msg=field)
         assert e.target_logprob == pytest.approx(one.target_logprob, abs=1e-4)
         assert (e.hidden == one.hidden).all() and e.ablated == one.ablated
+    # the one-item form (what a lone user gets) is a batch of one, and raises what the batch returns
+    alone = explain_item(m, tok, items[0], iv)
+    np.testing.assert_allclose(alone.grad_input, got[0].grad_input, atol=1e-4)
+    with pytest.raises(ValueError, match="out of range"):
+        explain_item(m, tok, items[refused[0]], iv)
 
 
 # -- agreement in numbers and words -----------------------------------------------------------------------------------
