@@ -247,8 +247,7 @@ def first_difference(a, b, path: str = "") -> str | None:
         )
     if same_as_shown(a, b):
         return None
-    show = lambda v: repr(v)[:120]  # noqa: E731
-    return f"{path or '.'}: {show(a)} vs {show(b)}"
+    return f"{path or '.'}: {repr(a)[:120]} vs {repr(b)[:120]}"
 
 
 async def read_run(ws, t0: float, deadline: float) -> tuple[Run, str | None]:

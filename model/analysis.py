@@ -282,6 +282,14 @@ def analyze(
     return _analysis(model, tok, src, settings, iv, enc, out, finished, beam, None if beam is not None else steps)
 
 
+def only_result(results: Sequence):
+    """The one result of a ``*_many`` call over one item, raising it if the call returned an exception for it (the
+    ``*_item`` functions that ``serving.worker.ModelWorker.call_many`` runs beside their ``*_many``)."""
+    if isinstance(results[0], Exception):
+        raise results[0]
+    return results[0]
+
+
 def predicted_tokens(tok: Tokenizer, tgt_out: Sequence[int], finished: bool) -> list[str]:
     """``Analysis.tgt_out_tokens``: the piece each decoder row predicts, the last one "…" when the token budget ran out
     (that row predicts a token that was not kept)."""

@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from model.analysis import iv_masks, padded_batches
+from model.analysis import iv_masks, only_result, padded_batches
 from model.decoding import decode_ids, max_new_tokens
 from model.records import Explanation, IGPart, IGResult, LayerLens, Maps, head_average, rollout, shift_right
 from model.tokenizer import Tokenizer
@@ -373,10 +373,7 @@ ExplainItem = tuple[tuple[int, ...], tuple[int, ...], int, "int | None"]  # (src
 def explain_item(model: Transformer, tok: Tokenizer, item: ExplainItem, iv: Interventions = NO_INTERVENTIONS) -> Explanation:
     """``explain_many`` of one ``(src_ids, out_ids, position, contrast)``: ``serving.worker.ModelWorker.call_many`` runs
     one or the other. Raises ValueError as ``explain`` does."""
-    result = explain_many(model, tok, [item], iv)[0]
-    if isinstance(result, Exception):
-        raise result
-    return result
+    return only_result(explain_many(model, tok, [item], iv))
 
 
 def explain_many(

@@ -42,6 +42,7 @@ from model.analysis import (
     InputError,
     analyze,
     iv_masks,
+    only_result,
     padded_batches,
     predicted_tokens,
     prepare_source,
@@ -165,10 +166,7 @@ TraceItem = tuple[str, tuple[int, ...], bool, str, int, int, int]  # (text, out_
 
 def head_trace_item(model: Transformer, tok: Tokenizer, item: TraceItem, iv: Interventions = NO_INTERVENTIONS) -> HeadTrace:
     """``head_trace_many`` of one item: ``serving.worker.ModelWorker.call_many`` runs one or the other."""
-    result = head_trace_many(model, tok, [item], iv)[0]
-    if isinstance(result, Exception):
-        raise result
-    return result
+    return only_result(head_trace_many(model, tok, [item], iv))
 
 
 @torch.inference_mode()

@@ -536,7 +536,7 @@ def main(argv=None) -> dict:
             tgt = pad_batch([epoch_ex[i][1] for i in idx], tok.pad_id)
             # counted on the CPU: reading a GPU tensor would make the host wait for every step
             n_tok = int((tgt[:, 1:] != tok.pad_id).sum()) + int((src != tok.pad_id).sum())
-            src, tgt = src.to(device, non_blocking=True), tgt.to(device, non_blocking=True)
+            src, tgt = src.to(device), tgt.to(device)
             step += 1
             time_frac = (elapsed + time.time() - t0) / (a.max_minutes * 60) if a.max_minutes else 0.0
             lr = lr_at(step, a.lr, a.warmup, total_steps, a.schedule, time_frac)
