@@ -219,6 +219,8 @@ class EntityPools:
     splice: float = 0.0  # share of draws that join the front of one name to the back of another
     full_name: float = 0.0  # share of first-name draws followed by a surname ("Emeka Okonkwo")
     years: float = 0.0  # share of whole numbers replaced by a year, whatever their length ("3 cats" -> "1987 cats")
+    piece_names: float = 0.0  # share of one-word draws made of 2-3 word pieces ("A" + "yes" + "ha" -> "Ayesha")
+    pieces: tuple[str, ...] = ()  # the word pieces of piece names: ``word_pieces`` of the vocabulary
 
     def draw(self, rng: random.Random) -> str:
         """A random first name (half the time), surname or city (a quarter each); a ``splice`` share of the
@@ -243,6 +245,8 @@ class EntityPools:
         return random_number_like(number, rng)
 
     def _one(self, pool: tuple[str, ...], rng: random.Random) -> str:
+        if self.piece_names and self.pieces and rng.random() < self.piece_names:
+            return "".join(rng.choice(self.pieces) for _ in range(rng.randint(2, 3))).capitalize()
         word = rng.choice(pool)
         if self.splice and rng.random() < self.splice:
             other = rng.choice(pool)
@@ -254,6 +258,16 @@ class EntityPools:
         return word in self.first_names or word in self.last_names or word in self.cities
 
 
+def word_pieces(texts: Iterable[str], longest: int = 4) -> tuple[str, ...]:
+    """The pieces of a vocabulary (their texts) that a piece name is made of: lowercase ASCII letters only, no
+    leading space, 1 to ``longest`` letters ("a", "yes", "ha", "on", "kw"), sorted.
+
+    Why: a name whose pieces are also English words is translated piece by piece. Stages 7-9 wrote "Ayesha"
+    ("A" "yes" "ha") as "EineJaha" and "Okonkwo" (" Ok" "on" "k" "wo") as "Felonkwo"; names made of random pieces
+    teach that a capitalised run of pieces the model has not seen together is copied, whatever its pieces mean."""
+    return tuple(sorted({t for t in texts if 1 <= len(t) <= longest and t.isascii() and t.isalpha() and t.islower()}))
+
+
 def entity_pools(
     locales: tuple[str, ...] = ENTITY_LOCALES,
     per_locale: int = 400,
@@ -262,9 +276,11 @@ def entity_pools(
     splice: float = 0.0,
     full_name: float = 0.0,
     years: float = 0.0,
+    piece_names: float = 0.0,
+    pieces: tuple[str, ...] = (),
 ) -> EntityPools:
     """Draw names and cities from Faker's locale data (``faker`` is needed for training only); ``splice``,
-    ``full_name`` and ``years`` are ``EntityPools``'s.
+    ``full_name``, ``years``, ``piece_names`` and ``pieces`` are ``EntityPools``'s.
 
     Each locale gives up to ``per_locale`` first names, surnames and cities (fewer cities: Faker's lists
     are short for some); the locales in non-Latin scripts are kept to ``other_script_share`` of each pool,
@@ -292,7 +308,9 @@ def entity_pools(
         other = random.Random(seed).sample(other, min(keep, len(other)))
         return tuple(latin + sorted(other))
 
-    return EntityPools(mix(pools["first"]), mix(pools["last"]), mix(pools["city"]), splice, full_name, years)
+    return EntityPools(
+        mix(pools["first"]), mix(pools["last"]), mix(pools["city"]), splice, full_name, years, piece_names, tuple(pieces)
+    )
 
 
 def proper_nouns(src_texts: Iterable[str], min_count: int = 2) -> frozenset[str]:
@@ -325,13 +343,20 @@ def shared_entities(src: str, tgt: str, names: frozenset[str]) -> list[str]:
     return found
 
 
+GERMAN_HOURS = ("zwölf", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun", "zehn", "elf")
+
+
 def _number_pattern(number: str, *, german: bool = False) -> str:
     """The pattern of ``number`` as a whole number (not part of "7:450" or "3.5.1"); on the German side
-    (``german``) a clock time "7:45" also as "7.45" (German writes both; the swap writes the English form on both
-    sides)."""
+    (``german``) a clock time "7:45" also as "7.45", and a half hour "9:30" also as "halb zehn" (German writes all
+    three; the swap writes the English form on both sides). Tatoeba writes 110 of its training pairs' half hours
+    "halb ..." and only 61 "H:30"-shaped times copied, so stages 7-9 wrote "9:30" as "halb drei"."""
     body = re.escape(number)
     if german and TIME.fullmatch(number):
         body = body.replace(":", "[:.]")
+        hour, minute = (int(x) for x in number.split(":"))
+        if minute == 30 and 1 <= hour <= 12:
+            body = rf"(?:{body}|halb {GERMAN_HOURS[(hour + 1) % 12]})"
     return rf"(?<![\w.,:]){body}(?![\w]|[.,:]\d)"
 
 
@@ -342,10 +367,13 @@ YEARS = (1900, 2039)
 def random_number_like(number: str, rng: random.Random) -> str:
     """A random number of the same shape: every digit redrawn, separators kept, no new leading zero
     ("7:45" -> "3:12", "1998" -> "4071", "0" -> "6"). A number that could be a year (four digits, 1000-2999) becomes
-    a year of ``YEARS`` half the time (``YEAR_SHARE``): students type years ("born in 1987"), and with every digit
+    a year of ``YEARS`` half the time (``YEAR_SHARE``), and a clock time a valid one of the same shape: students type years ("born in 1987"), and with every digit
     redrawn the year pieces ("198", "200") were rarely practised (stage 5 wrote "1987" as "967")."""
     if len(number) == 4 and number.isdigit() and number[0] in "12" and rng.random() < YEAR_SHARE:
         return str(rng.randint(*YEARS))
+    if TIME.fullmatch(number):  # a clock time stays one: "12:30" -> "17:05", never "76:20"
+        hour = rng.randint(1, 9) if number.index(":") == 1 else rng.randint(10, 23)
+        return f"{hour}:{rng.randint(0, 59):02d}"
     out = []
     for k, ch in enumerate(number):
         if not ch.isdigit():

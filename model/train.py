@@ -43,6 +43,7 @@ from model.data import (
     split_file,
     token_batches,
     weighted_mix,
+    word_pieces,
 )
 from model.decoding import greedy_batch
 from model.tokenizer import Tokenizer
@@ -305,6 +306,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         metavar="Y",
         help="with --entity-swap: this share of the whole numbers swapped becomes a year (1900-2039), whatever its length",
     )
+    ap.add_argument(
+        "--entity-piece-names",
+        type=float,
+        default=0.0,
+        metavar="Q",
+        help="with --entity-swap and --init-from: this share of the one-word names drawn is 2-3 random word pieces of "
+        'the vocabulary joined and capitalised ("A"+"yes"+"ha"): names whose pieces are English words are copied',
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--train-size", type=int, default=20000, help="reverse task: training pairs")
     return ap.parse_args(argv)
@@ -385,6 +394,16 @@ def copy_weights(src: Transformer, src_tok: Tokenizer, dst: Transformer, dst_tok
     return copied
 
 
+def init_piece_texts(a) -> list[str]:
+    """The texts of the pieces of ``--init-from``'s vocabulary (``--entity-piece-names`` draws from them).
+
+    Raises ValueError without ``--init-from``: a vocabulary built from this stage's data is not known yet."""
+    if not a.init_from:
+        raise ValueError("--entity-piece-names needs --init-from (its vocabulary's pieces make the names)")
+    tok = Tokenizer.load(Path(a.init_from) / "vocab.json")
+    return [tok.piece_text(i) for i in range(tok.vocab_size)]
+
+
 def swapped_examples(tok: Tokenizer, train_ex: list[list], swappers: list[EntitySwapper], epoch: int, max_len: int) -> list[list]:
     """The encoded training examples of each corpus for ``epoch``: ``train_ex`` (from ``encode_pairs``
     over every pair of the corpus, so example k is pair k; pairs too long are ``None``) with this
@@ -419,7 +438,10 @@ def main(argv=None) -> dict:
     train_pairs = [p for c in train_sets for p in c.pairs]
     swappers = []
     if a.entity_swap > 0:
-        pools = entity_pools(seed=a.seed, splice=a.entity_splice, full_name=a.entity_full_name, years=a.entity_years)
+        pools = entity_pools(
+            seed=a.seed, splice=a.entity_splice, full_name=a.entity_full_name, years=a.entity_years,
+            piece_names=a.entity_piece_names, pieces=word_pieces(init_piece_texts(a)) if a.entity_piece_names else (),
+        )  # fmt: skip
         swappers = [EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed) for c in train_sets]
         if a.entity_corpus:  # copy practice: every pair with a shared entity once more, always swapped
             pairs = [c.pairs[i] for c, sw in zip(train_sets, swappers, strict=True) for i in sorted(sw.entities)]

@@ -17,6 +17,7 @@ from model.data import (
     random_number_like,
     shared_entities,
     substitute_entities,
+    word_pieces,
 )
 
 POOLS = EntityPools(first_names=("Amira", "Oluwaseun", "Zsófia"), last_names=("Kowalczyk",), cities=("Tampere", "Da Nang"))
@@ -168,3 +169,41 @@ def test_a_years_share_of_whole_numbers_becomes_a_year_on_both_sides():
     src, tgt = substitute_entities("I have 3 cats.", "Ich habe 3 Katzen.", ["3"], pools, random.Random(2))
     year = src.split()[2]
     assert 1900 <= int(year) <= 2039 and tgt == f"Ich habe {year} Katzen."
+
+
+def test_a_half_hour_the_german_side_writes_halb_is_swapped_and_takes_the_colon():
+    """Tatoeba writes 110 of its training half hours "halb ..." ("6:30" -> "halb sieben"): stages 7-9 wrote "9:30"
+    as "halb drei". The hour word must be the next hour's: "halb vier" is 3:30, not 2:30."""
+    src, tgt = "Let's meet at 6:30.", "Treffen wir uns um halb sieben!"
+    assert shared_entities(src, tgt, NAMES) == ["6:30"]
+    new_src, new_tgt = substitute_entities(src, tgt, ["6:30"], POOLS, random.Random(4))
+    (time,) = re.findall(r"\d+:\d\d", new_src)
+    assert new_tgt == f"Treffen wir uns um {time}!" and time != "6:30"
+    assert shared_entities("It's 12:30.", "Es ist halb eins.", NAMES) == ["12:30"]
+    assert shared_entities("It's 11:30.", "Es ist halb zwölf.", NAMES) == ["11:30"]
+    assert shared_entities("It's 2:30.", "Es ist halb vier.", NAMES) == []  # the wrong hour: not the same time
+    assert shared_entities("It's 2:45.", "Es ist Viertel vor drei.", NAMES) == []  # only half hours
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.from_regex(r"[0-9]{1,2}:[0-9]{2}", fullmatch=True), st.integers(0, 999))
+def test_a_random_clock_time_is_a_valid_time(time, seed):
+    new = random_number_like(time, random.Random(seed))
+    hour, minute = (int(x) for x in new.split(":"))
+    assert 1 <= hour <= 23 and 0 <= minute <= 59 and len(new) == len(time)
+
+
+def test_piece_names_join_two_or_three_word_pieces_and_capitalise_them():
+    """Names whose pieces are English words ("Ayesha": "A" "yes" "ha") were translated piece by piece
+    ("EineJaha"); a ``piece_names`` share of the draws is made of random word pieces of the vocabulary."""
+    pieces = word_pieces(["a", "yes", "ha", " the", "Ok", "on", "wo", "ing", "ä", "12", "<s>", "abcde"])
+    assert pieces == ("a", "ha", "ing", "on", "wo", "yes")  # lowercase ASCII letters, no space, 1-4 of them
+    pools = EntityPools(("Amira",), ("Kowalczyk",), ("Tampere",), piece_names=0.5, pieces=pieces)
+    rng = random.Random(0)
+    draws = [pools.draw(rng) for _ in range(2000)]
+    made = [w for w in draws if w not in ("Amira", "Kowalczyk", "Tampere")]
+    assert 0.4 < len(made) / len(draws) < 0.6
+    assert all(w[0].isupper() and w[1:].islower() for w in made)
+    assert all(re.fullmatch(r"(?:a|ha|ing|on|wo|yes){2,3}", w.lower()) for w in made)
+    assert "Ayesha" in made  # the shape the shipped model failed on
+    assert {POOLS.draw(random.Random(k)) for k in range(50)} <= {*POOLS.first_names, *POOLS.last_names, *POOLS.cities}

@@ -18,8 +18,9 @@ import re
 import pytest
 
 from model.checkpoint import PRETRAINED, load_checkpoint
-from model.data import data_root, entity_pools, read_lines
+from model.data import data_root, entity_pools, read_lines, word_pieces
 from model.evaluate import translate
+from model.tokenizer import Tokenizer
 
 EN_DE = PRETRAINED / "en-de"
 TARGET = 0.9
@@ -86,11 +87,14 @@ def test_no_name_is_in_the_substitution_pool_of_the_shipped_model():
     args = json.loads((EN_DE / "metrics.json").read_text())["training"]["args"]
     if not args.get("entity_swap"):
         pytest.skip("the shipped model was trained without entity substitution")
+    tok = Tokenizer.load(EN_DE / "vocab.json")  # a stage keeps its vocabulary (--keep-vocab): its pieces made names
     pools = entity_pools(
         seed=args["seed"],
         splice=args.get("entity_splice", 0.0),
         full_name=args.get("entity_full_name", 0.0),
         years=args.get("entity_years", 0.0),
+        piece_names=args.get("entity_piece_names", 0.0),
+        pieces=word_pieces(tok.piece_text(i) for i in range(tok.vocab_size)),
     )
     names = {e for _, es in NAMES for e in es if not e[0].isdigit()}
     assert not [n for n in names if n in pools], "a test name was in the training pool"

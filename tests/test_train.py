@@ -251,3 +251,21 @@ def test_init_from_copies_every_weight_and_the_embedding_rows_by_piece():
     for name, w in old.state_dict().items():
         if "emb" not in name:
             assert torch.equal(new.state_dict()[name], w), name
+
+
+def test_piece_names_are_made_of_the_init_checkpoints_word_pieces(tmp_path):
+    """``--entity-piece-names`` draws from ``--init-from``'s vocabulary; without one there is none to draw from."""
+    from argparse import Namespace
+
+    from model.data import word_pieces
+    from model.train import init_piece_texts
+
+    tok = Tokenizer.build(["Ayesha has yes ha ha yes", "the cats sing"] * 3, min_freq=2)
+    tok.save(tmp_path / "vocab.json")
+    texts = init_piece_texts(Namespace(init_from=str(tmp_path)))
+    assert len(texts) == tok.vocab_size and "yes" in word_pieces(texts)
+    assert not any(p.startswith(" ") or not p.islower() for p in word_pieces(texts))
+    with pytest.raises(ValueError, match="needs --init-from"):
+        init_piece_texts(Namespace(init_from=None))
+    args = parse_args(["--out", str(tmp_path), "--entity-swap", "0.5", "--entity-piece-names", "0.3"])
+    assert args.entity_piece_names == 0.3
