@@ -24,7 +24,7 @@ from model.tokenizer import Tokenizer
 
 EN_DE = PRETRAINED / "en-de"
 TARGET = 0.9
-FLOOR = 0.65  # the shipped model (stage 8) keeps 35 of 40 (88 %); the floor is 26 of 40, a margin for other hosts
+FLOOR = 0.65  # the shipped model (stage 10) keeps 36 of 40 (90 %); the floor is 26 of 40, the guard of earlier stages
 
 NAMES = [  # (English sentence, the names and numbers its translation must keep verbatim)
     ("Eero lives in Tampere.", ["Eero", "Tampere"]),
@@ -39,7 +39,7 @@ NAMES = [  # (English sentence, the names and numbers its translation must keep 
     ("Jorunn has 250 books.", ["Jorunn", "250"]),
     ("Tenzin and Dawa are friends.", ["Tenzin", "Dawa"]),
     ("Priyanka Nakamura is a doctor.", ["Priyanka", "Nakamura"]),
-    ("Elif lives in Tabriz.", ["Elif", "Tabriz"]),
+    ("Gülsüm lives in Tabriz.", ["Gülsüm", "Tabriz"]),
     ("Kjetil met Marlon in Leuven.", ["Kjetil", "Marlon", "Leuven"]),
     ("Minji is 17 years old.", ["Minji", "17"]),
     ("Linh works in Seinäjoki.", ["Linh", "Seinäjoki"]),
@@ -98,7 +98,7 @@ def test_no_name_is_in_the_substitution_pool_of_the_shipped_model():
     )
     names = {e for _, es in NAMES for e in es if not e[0].isdigit()}
     assert not [n for n in names if n in pools], "a test name was in the training pool"
-    rng = random.Random(args["seed"])  # spliced names are made while training: none of 100,000 is a test name
+    rng = random.Random(args["seed"])  # spliced and piece names are made while training: none of 100,000 is a test name
     words = {w for n in names for w in n.split()}
     assert not words & {w for _ in range(100_000) for w in pools.draw(rng).split()}
 
@@ -133,7 +133,7 @@ def test_names_and_numbers_come_through_more_often_than_the_shipped_floor(output
     assert share >= FLOOR, f"{share:.0%} of sentences keep every name and number (< {FLOOR:.0%}); misses:\n{misses}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: the 90 % target is not reached yet (see pretrained/en-de/README.md, Names)")
 def test_names_and_numbers_come_through_greedy(outputs):
+    """Issue 20's target: at least 90 % of the sentences keep every name and number (stage 10: 36 of 40)."""
     share, misses = share_kept(outputs)
     assert share >= TARGET, f"{share:.0%} of sentences keep every name and number (< {TARGET:.0%}); misses:\n{misses}"
