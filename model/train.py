@@ -33,6 +33,7 @@ from tqdm import tqdm
 from model.checkpoint import convert_legacy_state_dict, legacy_name, load_checkpoint, save_checkpoint
 from model.data import (
     EntitySwapper,
+    capital_pieces,
     corpus_dir,
     default_data_dir,
     dev_split,
@@ -314,6 +315,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="with --entity-swap and --init-from: this share of the one-word names drawn is 2-3 random word pieces of "
         'the vocabulary joined and capitalised ("A"+"yes"+"ha"): names whose pieces are English words are copied',
     )
+    ap.add_argument(
+        "--entity-piece-heads",
+        type=float,
+        default=0.0,
+        metavar="H",
+        help="with --entity-piece-names: this share of the piece names begins with a capitalised piece of the "
+        'vocabulary ("Tim", "Raj") and 0-2 word pieces: names that are one rare piece are practised as targets',
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--train-size", type=int, default=20000, help="reverse task: training pairs")
     return ap.parse_args(argv)
@@ -438,9 +447,11 @@ def main(argv=None) -> dict:
     train_pairs = [p for c in train_sets for p in c.pairs]
     swappers = []
     if a.entity_swap > 0:
+        texts = init_piece_texts(a) if a.entity_piece_names else []  # the vocabulary's pieces make piece names
         pools = entity_pools(
             seed=a.seed, splice=a.entity_splice, full_name=a.entity_full_name, years=a.entity_years,
-            piece_names=a.entity_piece_names, pieces=word_pieces(init_piece_texts(a)) if a.entity_piece_names else (),
+            piece_names=a.entity_piece_names, pieces=word_pieces(texts),
+            piece_heads=a.entity_piece_heads, heads=capital_pieces(texts),
         )  # fmt: skip
         swappers = [EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed) for c in train_sets]
         if a.entity_corpus:  # copy practice: every pair with a shared entity once more, always swapped

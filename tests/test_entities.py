@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from model.data import (
     EntityPools,
     EntitySwapper,
+    capital_pieces,
     proper_nouns,
     random_number_like,
     shared_entities,
@@ -207,3 +208,21 @@ def test_piece_names_join_two_or_three_word_pieces_and_capitalise_them():
     assert all(re.fullmatch(r"(?:a|ha|ing|on|wo|yes){2,3}", w.lower()) for w in made)
     assert "Ayesha" in made  # the shape the shipped model failed on
     assert {POOLS.draw(random.Random(k)) for k in range(50)} <= {*POOLS.first_names, *POOLS.last_names, *POOLS.cities}
+
+
+def test_piece_heads_begin_a_piece_name_with_a_capitalised_piece():
+    """Names that are one rare piece ("Tim": stages 8 and 10 wrote "Tim is my friend." as "Ah ist mein Freund.")
+    are practised by piece names that begin with a capitalised piece of the vocabulary, alone or with 1-2 pieces."""
+    heads = capital_pieces([" Tim", "Raj", "raj", "T", "McD", "TIM", " Zoë", "Fatima123", "yes", "After", " after"])
+    assert heads == ("Raj", "Tim")  # ASCII letters, title case, 2-8 letters, leading space dropped, not a word ("after")
+    pools = EntityPools(
+        ("Amira",), ("Kowalczyk",), ("Tampere",), piece_names=1.0, pieces=("a", "ha"), piece_heads=0.5, heads=heads
+    )
+    rng = random.Random(0)
+    draws = [pools.draw(rng) for _ in range(2000)]
+    headed = [w for w in draws if w.startswith(heads)]
+    assert 0.4 < len(headed) / len(draws) < 0.6
+    assert {"Tim", "Raj"} <= set(headed)  # a head alone: the one-piece name itself
+    assert all(re.fullmatch(r"(?:Tim|Raj)(?:a|ha){0,2}", w) for w in headed)
+    plain = EntityPools(("Amira",), ("Kowalczyk",), ("Tampere",), piece_names=1.0, pieces=("a", "ha"), heads=heads)
+    assert not any(plain.draw(rng).startswith(heads) for _ in range(200))  # piece_heads 0: none

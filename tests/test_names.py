@@ -18,7 +18,7 @@ import re
 import pytest
 
 from model.checkpoint import PRETRAINED, load_checkpoint
-from model.data import data_root, entity_pools, read_lines, word_pieces
+from model.data import capital_pieces, data_root, entity_pools, read_lines, word_pieces
 from model.evaluate import translate
 from model.tokenizer import Tokenizer
 
@@ -94,7 +94,9 @@ def test_no_name_is_in_the_substitution_pool_of_the_shipped_model():
         full_name=args.get("entity_full_name", 0.0),
         years=args.get("entity_years", 0.0),
         piece_names=args.get("entity_piece_names", 0.0),
-        pieces=word_pieces(tok.piece_text(i) for i in range(tok.vocab_size)),
+        pieces=word_pieces(texts := [tok.piece_text(i) for i in range(tok.vocab_size)]),
+        piece_heads=args.get("entity_piece_heads", 0.0),
+        heads=capital_pieces(texts),
     )
     names = {e for _, es in NAMES for e in es if not e[0].isdigit()}
     assert not [n for n in names if n in pools], "a test name was in the training pool"
