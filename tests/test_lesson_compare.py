@@ -171,13 +171,14 @@ def test_compare_difference_map_is_b_minus_a_when_the_counts_match(rev):
 
 @pytest.mark.skipif(not (EN_DE / "config.json").exists(), reason=f"no en-de checkpoint at {EN_DE}")
 def test_compare_feeds_a_translation_to_b_when_only_the_translations_differ_in_length():
-    """tired / wide: the sources have the same pieces count, the translations not; the difference map is B's
-    cross-attention while writing A's translation (teacher forcing) minus A's own."""
+    """too tired / too big: the sources have the same pieces count, the translations not ("müde" and "groß": 18 and 17
+    output pieces; the preset tired / wide differs in length no more since stage 10 wrote "zu breit"); the difference
+    map is B's cross-attention while writing A's translation (teacher forcing) minus A's own."""
     m = load_checkpoint(EN_DE, device="cpu")
-    pair = catalog.PAIRS["translate"]["tired-wide"]
-    ra, rb = analyze(m.model, m.tokenizer, pair.a), analyze(m.model, m.tokenizer, pair.b)
+    a, b = (f"The animal didn't cross the street because it was too {w}." for w in ("tired", "big"))
+    ra, rb = analyze(m.model, m.tokenizer, a), analyze(m.model, m.tokenizer, b)
     assert len(ra.source.ids) == len(rb.source.ids) and len(ra.out_ids) != len(rb.out_ids), "the case this test is for"
-    at = open_page("compare", model=EN_DE, pair="tired-wide", kind="cross", layer=2, head=3)
+    at = open_page("compare", model=EN_DE, a=a, b=b, kind="cross", layer=2, head=3)
     cfg = m.model.cfg
     tgt_in, tgt_out = shift_right(ra.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
     forced = teacher_forced(m.model, rb.source.ids, tgt_in, tgt_out)
