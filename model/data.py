@@ -394,11 +394,12 @@ YEARS = (1900, 2039)
 def random_number_like(number: str, rng: random.Random) -> str:
     """A random number of the same shape: every digit redrawn, separators kept, no new leading zero
     ("7:45" -> "3:12", "1998" -> "4071", "0" -> "6"). A number that could be a year (four digits, 1000-2999) becomes
-    a year of ``YEARS`` half the time (``YEAR_SHARE``), and a clock time a valid one of the same shape: students type years ("born in 1987"), and with every digit
-    redrawn the year pieces ("198", "200") were rarely practised (stage 5 wrote "1987" as "967")."""
+    a year of ``YEARS`` half the time (``YEAR_SHARE``): students type years ("born in 1987"), and with every digit
+    redrawn the year pieces ("198", "200") were rarely practised (stage 5 wrote "1987" as "967"). A clock time becomes
+    a valid time of the same shape ("12:30" -> "17:05", not "76:20")."""
     if len(number) == 4 and number.isdigit() and number[0] in "12" and rng.random() < YEAR_SHARE:
         return str(rng.randint(*YEARS))
-    if TIME.fullmatch(number):  # a clock time stays one: "12:30" -> "17:05", never "76:20"
+    if TIME.fullmatch(number):
         hour = rng.randint(1, 9) if number.index(":") == 1 else rng.randint(10, 23)
         return f"{hour}:{rng.randint(0, 59):02d}"
     out = []
