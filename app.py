@@ -79,8 +79,8 @@ def pick_model(names: list[str]) -> tuple[str, Loaded]:
     st.stop()
 
 
-def sidebar() -> tuple[str, Loaded, DecodeSettings]:
-    """Model picker, device, decoding settings; returns (model path, loaded model, settings)."""
+def sidebar() -> tuple[str, Loaded, state.ModelFacts, DecodeSettings]:
+    """Model picker, device, decoding settings; returns (model path, loaded model, its facts, settings)."""
     sb = st.sidebar
     names = state.available_models()
     if not names:
@@ -105,13 +105,14 @@ def sidebar() -> tuple[str, Loaded, DecodeSettings]:
     if problem := st.session_state.get(keys.MODEL_PROBLEM):
         sb.warning(problem)
     path = state.model_path(name)
-    if limits := state.model_limits(path):
-        sb.caption(limits)
+    facts = state.model_facts(path)
+    if facts.limits:
+        sb.caption(facts.limits)
     cfg = loaded.model.cfg
-    facts = [f"device **{loaded.device}**", f"{state.n_params(path) / 1e6:.2f} M parameters"]
-    if bleu := state.test_bleu_line(state.model_info(path)):
-        facts.append(bleu)
-    sb.caption(" · ".join(facts))
+    numbers = [f"device **{loaded.device}**", f"{state.n_params(path) / 1e6:.2f} M parameters"]
+    if facts.bleu:
+        numbers.append(facts.bleu)
+    sb.caption(" · ".join(numbers))
     sb.caption(
         f"d_model {cfg.d_model} · {cfg.n_heads} heads × d_head {cfg.d_head} · d_ff {cfg.d_ff} · "
         f"{cfg.n_enc_layers}+{cfg.n_dec_layers} layers · vocab {cfg.vocab_size} (decoder {cfg.n_logits}) · max {cfg.max_len} tokens"
@@ -119,7 +120,7 @@ def sidebar() -> tuple[str, Loaded, DecodeSettings]:
 
     sb.subheader("Decoding")
     with sb:
-        return path, loaded, decoding_settings()
+        return path, loaded, facts, decoding_settings()
 
 
 def decoding_settings() -> DecodeSettings:
@@ -177,8 +178,8 @@ def decoding_settings() -> DecodeSettings:
     return DecodeSettings(method=method)
 
 
-def source_box(path: str) -> str:
-    task = state.task_of(path)
+def source_box(task: str) -> str:
+    """The source sentence box and the example picker for a model of ``task`` ("translate" or "reverse")."""
     examples = catalog.EXAMPLES[task]
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     with c1:
@@ -223,10 +224,10 @@ def main() -> None:
     cut_url_text(keys.SENTENCE)  # at the door: a link's long text is cut before anything (box, model) reads it
     follow_old_link(pages, current)
 
-    path, loaded, settings = sidebar()
+    path, loaded, facts, settings = sidebar()
     st.title("Attention Explorer")
-    task = state.task_of(path)
-    what = state.model_summary(path) or (
+    task = facts.task
+    what = facts.summary or (
         ("An English→German" if task == "translate" else "A toy letter-reversing")
         + " Transformer (Vaswani et al. 2017, trained by this project)"
     )
@@ -234,12 +235,12 @@ def main() -> None:
         f"{what}. Type a sentence, then look at every attention map, step through decoding and change masks and heads to see "
         "the effect."
     )
-    text = source_box(path)
+    text = source_box(task)
     spec = catalog.PAGE_BY_PATH.get(current.url_path, catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE])
     if spec.path != "steps":
         st.session_state[keys.PLAYING] = False  # "Play" belongs to the step view
     st.caption(spec.teaches)
-    frame = state.Frame(path, text, settings)
+    frame = state.Frame(path, text, settings, facts=facts)
     st.session_state[keys.FRAME] = frame  # the model it used, for on_model_change; pages get the frame as an argument
     try:
         if spec.analysed:

@@ -98,9 +98,9 @@ def load_model(path: str) -> Loaded:
     return loaded
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
 def model_info(path: str) -> dict:
-    """What metrics.json says about the checkpoint (training, card), or {} if it is missing or unreadable."""
+    """What metrics.json says about the checkpoint (training, card), or {} if it is missing or unreadable (read from
+    disk: the frame reads it once per run, through ``model_facts``)."""
     try:
         data = json.loads((Path(path) / "metrics.json").read_text())
     except (OSError, ValueError):
@@ -136,29 +136,49 @@ def n_params(path: str) -> int:
     return load_model(path).model.n_params()
 
 
-def card_line(path: str, field: str) -> str | None:
-    """metrics.json ``card.<field>``, if it is a non-blank string."""
-    card = model_info(path).get("card")
+def card_line(info: dict, field: str) -> str | None:
+    """metrics.json ``card.<field>`` of ``info`` (``model_info``), if it is a non-blank string."""
+    card = info.get("card")
     line = card.get(field) if isinstance(card, dict) else None
     return line if isinstance(line, str) and line.strip() else None
 
 
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the frame and the pages say about a checkpoint, from its metrics.json: read in one cached call per run
+    (``model_facts``; eight small cached calls cost ~4 % of a Translate run with a class arriving, bench/README.md 8i)."""
+
+    task: str  # "reverse" (toy letter reversal) or "translate"
+    limits: str | None  # card.limits: one line on what the model knows
+    summary: str | None  # card.summary: what the model is, in a few words ("An English→French Transformer (OPUS-MT, …)")
+    bleu: str | None  # ``test_bleu_line``: test BLEU per corpus, else dev BLEU
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def model_facts(path: str) -> ModelFacts:
+    """The ``ModelFacts`` of the checkpoint at ``path`` (a missing or unreadable metrics.json gives no limits, summary
+    or BLEU, and the task from the folder's name)."""
+    info = model_info(path)
+    training = info.get("training")
+    task = training.get("task") if isinstance(training, dict) else None
+    task = "reverse" if task == "reverse" or (task is None and "reverse" in Path(path).name) else "translate"
+    return ModelFacts(task, card_line(info, "limits"), card_line(info, "summary"), test_bleu_line(info))
+
+
 def model_limits(path: str) -> str | None:
     """One line on what the model knows: metrics.json ``card.limits``, if it is a string."""
-    return card_line(path, "limits")
+    return model_facts(path).limits
 
 
 def model_summary(path: str) -> str | None:
     """What the model is, in a few words: metrics.json ``card.summary`` (``model.import_marian`` writes "An
     English→French Transformer (OPUS-MT, imported from …)"), if it is a string; the app's own models have none."""
-    return card_line(path, "summary")
+    return model_facts(path).summary
 
 
 def task_of(path: str) -> str:
     """The task the checkpoint was trained on: "reverse" (toy letter reversal) or "translate"."""
-    training = model_info(path).get("training")
-    task = training.get("task") if isinstance(training, dict) else None
-    return "reverse" if task == "reverse" or (task is None and "reverse" in Path(path).name) else "translate"
+    return model_facts(path).task
 
 
 # 512 entries (~25 MB pickled): a class of 120 computes its analyses ahead of the page gate (``analyse_ahead``),
@@ -312,6 +332,12 @@ class Frame:
     # ``analyse_ahead``'s result, handed to the page: reading it from the cache again unpickles it (~1-3 ms a time
     # with a class running; a page run used to read it three or four times)
     analysis: Analysis | None = field(default=None, compare=False, repr=False)
+    facts: ModelFacts | None = field(default=None, compare=False, repr=False)  # the frame's ``model_facts(path)``
+
+    @property
+    def task(self) -> str:
+        """The checkpoint's task ("translate" or "reverse"): the frame's facts, else ``task_of``."""
+        return self.facts.task if self.facts is not None else task_of(self.path)
 
 
 @dataclass(frozen=True)
@@ -323,6 +349,7 @@ class Ctx:
     settings: DecodeSettings
     a: Analysis
     loaded: Loaded
+    task: str  # the checkpoint's task, "translate" or "reverse" (``Frame.task``)
 
     @property
     def cfg(self):
@@ -375,7 +402,7 @@ def page_context(f: Frame) -> Ctx | None:
             "(plus <eos>), so the rest was cut off. The model sees only this part:"
         )
         st.text(a.source.text)
-    return Ctx(f.path, f.text, f.settings, a, loaded)
+    return Ctx(f.path, f.text, f.settings, a, loaded, f.task)
 
 
 # -- callbacks ------------------------------------------------------------------------------------------------------

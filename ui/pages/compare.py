@@ -182,8 +182,8 @@ def distances(path: str, a: str, b: str) -> None:
     )
 
 
-def render(path: str, settings: DecodeSettings) -> None:
-    a, b = pick_sentences(state.task_of(path))
+def render(path: str, settings: DecodeSettings, task: str) -> None:
+    a, b = pick_sentences(task)
     try:
         ra, rb = (
             state.run_analysis(path, a, settings, state.NO_INTERVENTIONS),
@@ -204,4 +204,4 @@ def render(path: str, settings: DecodeSettings) -> None:
 def page(frame: state.Frame) -> None:
     """Compare for the frame's model and decoding settings: what app.py's navigation runs (the two sentences are
     the page's own, not the source box's)."""
-    render(frame.path, frame.settings)
+    render(frame.path, frame.settings, frame.task)

@@ -11,7 +11,7 @@ from ui.widgets import show
 from viz import positional as vp
 
 
-def render(path: str) -> None:
+def render(path: str, task: str) -> None:
     cfg = state.load_model(path).model.cfg
     if cfg.pos_encoding != "sinusoidal":
         st.info(
@@ -40,12 +40,12 @@ def render(path: str) -> None:
         show(vp.pe_curves(pe, sorted(dims), d_model=cfg.d_model, layout=cfg.pe_layout), "pe_curves")
     else:
         st.info("Pick at least one dimension to plot its curve.")
-    word_order(path)
+    word_order(path, task)
 
 
-def word_order(path: str) -> None:
+def word_order(path: str, task: str) -> None:
     st.subheader("Why order needs positional encoding")
-    a0, b0 = catalog.WORD_ORDER[state.task_of(path)]
+    a0, b0 = catalog.WORD_ORDER[task]
     c1, c2 = st.columns(2)
     a = c1.text_input("Sentence A", a0, key=keys.WORD_ORDER_A)
     b = c2.text_input("Sentence B (the same words in another order)", b0, key=keys.WORD_ORDER_B)
@@ -70,4 +70,4 @@ def word_order(path: str) -> None:
 
 def page(frame: state.Frame) -> None:
     """Positional encoding for the frame's model: what app.py's navigation runs (it needs no source sentence)."""
-    render(frame.path)
+    render(frame.path, frame.task)

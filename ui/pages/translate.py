@@ -14,7 +14,7 @@ from viz import steps as vs
 
 def render(ctx: state.Ctx) -> None:
     a, tok = ctx.a, ctx.loaded.tokenizer
-    st.subheader("Translation" if state.task_of(ctx.path) == "translate" else "Output")
+    st.subheader("Translation" if ctx.task == "translate" else "Output")
     text_box(a.translation)
     s = a.settings
     how = {
@@ -39,8 +39,7 @@ def render(ctx: state.Ctx) -> None:
         st.dataframe(src, width="stretch", hide_index=False, height=min(table_height(src), 740))
     with c2:
         st.markdown("**Output tokens** (with the probability the model gave each)")
-        out = token_table(tok, out_ids, target=True)
-        out["probability"] = a.maps.next_probs[: len(out_ids)]
+        out = token_table(tok, out_ids, target=True, probability=a.maps.next_probs[: len(out_ids)])
         st.dataframe(
             out,
             width="stretch",
@@ -49,7 +48,7 @@ def render(ctx: state.Ctx) -> None:
         )
     cfg = ctx.cfg
     if cfg.n_logits < cfg.vocab_size:
-        seen = "German pieces seen often in training" if state.task_of(ctx.path) == "translate" else "the pieces of its task"
+        seen = "German pieces seen often in training" if ctx.task == "translate" else "the pieces of its task"
         writes = f"only pieces of its target vocabulary ({seen}: {cfg.n_logits:,} of {cfg.vocab_size:,})"
     else:
         writes = f"pieces of the whole vocabulary ({cfg.vocab_size:,}), which the encoder reads too"
