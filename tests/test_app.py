@@ -498,6 +498,20 @@ def test_hiding_every_source_token_draws_no_nan_weight(rev):
     assert np.isfinite(diff).all()
 
 
+def test_mask_lab_draws_after_and_difference_once_a_setting_changes(rev):
+    """Unchanged, After would repeat Before and the difference would be 0: the page draws Before and says where the
+    rest will appear; the first change draws After and the difference."""
+    at = run_app("masks", sentence=SENTENCE)
+    ok(at)
+    titles = [c["layout"]["title"]["text"] for c in charts(at)]
+    assert len(titles) == 1 and titles[0].startswith("Before:"), titles
+    assert any("appears here" in c.value for c in at.caption)
+    at.slider(key="attn_temp").set_value(2.0).run()
+    ok(at)
+    titles = [c["layout"]["title"]["text"] for c in charts(at)]
+    assert [t.split(":")[0] for t in titles] == ["Before", "After", "After − before"], titles
+
+
 def test_mask_lab_says_when_the_changed_output_runs_to_the_token_budget(rev):
     """Without positional encoding the toy reverse model repeats itself on " h e l l o" until the budget
     (checked against analyze), and the page says so; with it, it ends and says nothing."""

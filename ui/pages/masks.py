@@ -127,6 +127,11 @@ def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) ->
     c1, c2 = st.columns(2)
     with c1:
         show(va.attention_heatmap(before, title=f"Before: {label}"), "mask_before", csv=MapCsv.of(before))
+    if iv == state.NO_INTERVENTIONS:
+        # nothing changed yet: After would be Before again and the difference all 0. Two charts fewer for a class
+        # that opens the page together (bench/README.md, 8i)
+        c2.caption("After a change, the changed model's map appears here and the difference (after − before) below.")
+        return
     with c2:
         show(va.attention_heatmap(after_map, title=f"After: {label}"), "mask_after", csv=MapCsv.of(after_map))
     off = sum((layer, h) in after_all.ablated for h in range(ctx.cfg.n_heads))  # heads of this layer switched off
