@@ -88,11 +88,14 @@ def show(fig, key: str, *, csv: MapCsv | None = None, on_select=None) -> None:
         on_select=on_select or "ignore",
         selection_mode="points",
     )
+    html = partial(vx.figure_html, fig)
+    if csv is None:  # one button needs no row of its own (an element fewer per figure: a class at once, 8i)
+        download("Figure (HTML)", html, f"{key}.html", "text/html")
+        return
     with st.container(horizontal=True, gap="small"):
-        download("Figure (HTML)", partial(vx.figure_html, fig), f"{key}.html", "text/html")
-        if csv is not None:
-            data = partial(vx.attention_csv, csv.w, csv.q, csv.k, predicted=csv.predicted)
-            download("Map (CSV)", data, f"{key}.csv", "text/csv")
+        download("Figure (HTML)", html, f"{key}.html", "text/html")
+        data = partial(vx.attention_csv, csv.w, csv.q, csv.k, predicted=csv.predicted)
+        download("Map (CSV)", data, f"{key}.csv", "text/csv")
 
 
 def download(label: str, data, file_name: str, mime: str, *, kind: str = "tertiary") -> None:
