@@ -146,7 +146,8 @@ def card_line(info: dict, field: str) -> str | None:
 @dataclass(frozen=True)
 class ModelFacts:
     """What the frame and the pages say about a checkpoint, from its metrics.json: read in one cached call per run
-    (``model_facts``; the eight small cached calls it replaces were ~4 % of a Translate run under yappi, too little to show in a class, bench/README.md 8i)."""
+    (``model_facts``; the eight small cached calls it replaces were ~4 % of a Translate run under yappi, too little
+    to show in a class, bench/README.md 8i)."""
 
     task: str  # "reverse" (toy letter reversal) or "translate"
     limits: str | None  # card.limits: one line on what the model knows
