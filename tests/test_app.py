@@ -745,9 +745,9 @@ def test_model_order_and_what_the_model_knows(tmp_path, monkeypatch):
     limits = "Short everyday sentences, picture descriptions and chat turns; long or technical text comes out wrong."
     (tmp_path / "en-de" / "metrics.json").write_text(json.dumps({"card": {"limits": limits}}))
     (tmp_path / "reverse" / "metrics.json").write_text(json.dumps({"card": {"limits": 3}}))
-    assert state.model_limits(str(tmp_path / "en-de")) == limits
-    assert state.model_limits(str(tmp_path / "reverse")) is None
-    assert state.model_limits(str(tmp_path / "en-de-captions")) is None
+    assert state.model_facts(str(tmp_path / "en-de")).limits == limits
+    assert state.model_facts(str(tmp_path / "reverse")).limits is None
+    assert state.model_facts(str(tmp_path / "en-de-captions")).limits is None
 
 
 def test_examples_start_with_everyday_sentences():

@@ -166,17 +166,6 @@ def model_facts(path: str) -> ModelFacts:
     return ModelFacts(task, card_line(info, "limits"), card_line(info, "summary"), test_bleu_line(info))
 
 
-def model_limits(path: str) -> str | None:
-    """One line on what the model knows: metrics.json ``card.limits``, if it is a string."""
-    return model_facts(path).limits
-
-
-def model_summary(path: str) -> str | None:
-    """What the model is, in a few words: metrics.json ``card.summary`` (``model.import_marian`` writes "An
-    English→French Transformer (OPUS-MT, imported from …)"), if it is a string; the app's own models have none."""
-    return model_facts(path).summary
-
-
 def task_of(path: str) -> str:
     """The task the checkpoint was trained on: "reverse" (toy letter reversal) or "translate"."""
     return model_facts(path).task
