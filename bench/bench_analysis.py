@@ -95,7 +95,8 @@ def matrix_floor(model, *, repeats: int, warmup: int) -> dict:
 
     Per decoder layer: self-attention W_q, W_k, W_v, W_o, cross-attention W_q, W_o (the memory's
     keys and values are computed once per source), feed-forward W_1, W_2; then the output projection
-    ``(V_tgt, D)``. Returns the timings of the layers and of the output projection, and the megabytes of
+    ``(V_tgt, D)``, in the ``(D, V_tgt)`` layout ``Transformer.logits`` reads at inference (and, for comparison, from
+    the embedding's own ``(V_tgt, D)`` rows). Returns the timings of the layers and of the output projection, and the megabytes of
     weights a step reads.
     """
     import torch.nn.functional as F
@@ -116,6 +117,7 @@ def matrix_floor(model, *, repeats: int, warmup: int) -> dict:
         )
     ]
     out_w = model.generator_weight  # (V_tgt, D)
+    out_w_t = model._generator_weight_t(out_w)  # (D, V_tgt): the contiguous copy eval() made, the layout logits reads
     x, h = torch.randn(1, 1, D), torch.randn(1, 1, model.cfg.d_ff)
 
     def decoder_products():
@@ -123,14 +125,22 @@ def matrix_floor(model, *, repeats: int, warmup: int) -> dict:
             F.linear(x if w.size(1) == D else h, w, b)
 
     def output_projection():
-        return x @ out_w.T  # (1, 1, V)
+        return x @ out_w_t  # (1, 1, V)
+
+    def output_projection_row_major():
+        return x @ out_w.T  # (1, 1, V): the same product read from the (V, D) embedding rows, as before 2026-11-26
 
     def step():
         decoder_products()
         output_projection()
 
     t = bl.measure_many(
-        {"decoder_layers": decoder_products, "output_projection": output_projection, "step": step},
+        {
+            "decoder_layers": decoder_products,
+            "output_projection": output_projection,
+            "output_projection_row_major": output_projection_row_major,
+            "step": step,
+        },
         repeats=repeats,
         warmup=warmup,
     )
@@ -187,7 +197,13 @@ def table(res: dict) -> str:
         foot += (
             f"\nMatrix floor of one decoding step: {fl['step'].median_ms:.2f} ms ({fl['weights_mb_per_step']:.1f} MB of float32"
             f" weights read: decoder layers {fl['decoder_layers'].median_ms:.2f} ms, output projection over the vocabulary"
-            f" {fl['output_projection'].median_ms:.2f} ms)."
+            f" {fl['output_projection'].median_ms:.2f} ms"
+            + (
+                f"; read from the (V, D) embedding rows instead of eval()'s (D, V) copy: {fl['output_projection_row_major'].median_ms:.2f} ms"
+                if "output_projection_row_major" in fl
+                else ""
+            )
+            + ")."
         )
     return bl.results_table(res["rows"], columns) + foot
 

@@ -662,3 +662,37 @@ def test_a_memory_only_cache_recomputes_the_target_and_reuses_the_memory_kv():
         c.cross_kv[0] is m.cross_kv[0] and c.cross_kv[1] is m.cross_kv[1] for c, m in zip(again.cache, memory_only, strict=True)
     )
     assert again.cache[0].self_kv[0].shape[2] == tgt.size(1)  # (B, H, T, Dh): the whole target
+
+
+# -- the output projection's inference layout ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["pre-LN", "untied", "target-vocab"])
+def test_inference_logits_equal_training_logits_and_follow_edited_weights(variant):
+    """``logits`` without gradients reads eval()'s contiguous copy of the output projection: the same numbers as
+    with gradients, and a copy that follows the weights when they change in place (an optimizer step, an edit)."""
+    model = make_model(**VARIANTS[variant])
+    src, tgt = batch(3)
+    h = torch.randn(2, 5, model.cfg.d_model)
+    with torch.enable_grad():
+        want = model.logits(h)
+    with torch.no_grad():
+        got = model.logits(h)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        before = model(src, tgt).logits
+        model.generator_weight.mul_(-1.0)  # in place: the tied embedding rows or the generator
+        after = model(src, tgt).logits
+    with torch.enable_grad():
+        want = model.logits(h)
+    with torch.inference_mode():
+        torch.testing.assert_close(model.logits(h), want, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(before, after)
+
+
+def test_eval_makes_the_inference_layout_and_train_drops_it():
+    model = make_model()
+    assert model._generator_t_cache is not None and model._generator_t_cache[1].is_contiguous()
+    assert torch.equal(model._generator_t_cache[1], model.generator_weight.T)
+    model.train()
+    assert model._generator_t_cache is None
