@@ -18,7 +18,7 @@ import argparse
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -212,15 +212,54 @@ def load_checkpoint(path: str | Path, device: str | torch.device | None = None) 
     return Loaded(model, tok, p, dev)
 
 
+def average_checkpoints(dirs: Sequence[str | Path], out_dir: str | Path) -> Path:
+    """Average the weights of checkpoints of one architecture and vocabulary into ``out_dir``.
+
+    The paper's base models are "a single model obtained by averaging the last 5 checkpoints" (section 6.1): the
+    element-wise mean of every parameter, in float32, saved as ``save_checkpoint`` saves (float16). The folders must
+    share ``config.json`` and ``vocab.json`` (stages trained with ``--keep-vocab`` from one another do); the first's
+    config and vocabulary are copied. Writes ``metrics.json`` with ``averaged_from`` (the folders) and returns
+    ``out_dir``.
+
+    Raises:
+        ValueError: fewer than two folders, or folders whose config, vocabulary or tensor names differ.
+        CheckpointError: a folder that ``load_checkpoint`` cannot read.
+    """
+    if len(dirs) < 2:
+        raise ValueError("averaging needs at least two checkpoints")
+    loaded = [load_checkpoint(d, "cpu") for d in dirs]
+    first = loaded[0]
+    for other in loaded[1:]:
+        if other.model.cfg != first.model.cfg:
+            raise ValueError(f"{other.path} has another config than {first.path}")
+        if (other.path / "vocab.json").read_text() != (first.path / "vocab.json").read_text():
+            raise ValueError(f"{other.path} has another vocabulary than {first.path}")
+    states = [m.model.state_dict() for m in loaded]
+    mean = {k: torch.stack([s[k].float() for s in states]).mean(dim=0) for k in states[0]}  # each (n, *shape) -> shape
+    model = Transformer(first.model.cfg)
+    model.load_state_dict(mean)
+    save_checkpoint(model.eval(), first.tokenizer, out_dir)
+    out = Path(out_dir)
+    (out / "metrics.json").write_text(json.dumps({"averaged_from": [str(m.path) for m in loaded]}, indent=2) + "\n")
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``python -m model.checkpoint convert DIR [DIR ...]``: rename old parameter names in each folder's weights."""
+    """``python -m model.checkpoint convert DIR [DIR ...]``: rename old parameter names in each folder's weights;
+    ``python -m model.checkpoint average DIR DIR [DIR ...] --out DIR``: average checkpoints (section 6.1)."""
     ap = argparse.ArgumentParser(
         prog="python -m model.checkpoint", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = ap.add_subparsers(dest="command", required=True)
     conv = sub.add_parser("convert", help="rewrite DIR/model.safetensors with the current parameter names, in place")
     conv.add_argument("dirs", nargs="+", metavar="DIR", help="checkpoint folder(s)")
+    avg = sub.add_parser("average", help="average the weights of checkpoints of one config and vocabulary (paper, 6.1)")
+    avg.add_argument("dirs", nargs="+", metavar="DIR", help="checkpoint folders (two or more)")
+    avg.add_argument("--out", required=True, help="folder for the averaged checkpoint")
     a = ap.parse_args(argv)
+    if a.command == "average":
+        print(f"averaged {len(a.dirs)} checkpoints into {average_checkpoints(a.dirs, a.out)}")
+        return
     for d in a.dirs:
         renamed = convert_checkpoint(d)
         print(f"{d}: renamed {len(renamed)} tensors" if renamed else f"{d}: already uses the current names")

@@ -615,10 +615,13 @@ class Transformer(nn.Module):
         contiguous copy (10,245 x 256: ~1.1 ms against ~0.3 ms, bench/README), and a greedy step's largest product is
         this one. Made once per version of the weights (``Tensor._version`` counts in-place updates, such as an
         optimizer's), so training or editing the weights never reads a stale copy; used only where no gradient flows.
+        Weights created under ``torch.inference_mode`` have no version counter: their copy follows only a change of
+        storage, shape or dtype.
         """
         if w.device.type != "cpu":
             return w.T
-        key = (w.data_ptr(), w._version, w.dtype, tuple(w.shape))
+        version = None if w.is_inference() else w._version  # weights made under inference_mode count no versions
+        key = (w.data_ptr(), version, w.dtype, tuple(w.shape))
         cached = getattr(self, "_generator_t_cache", None)
         if cached is None or cached[0] != key:
             cached = (key, w.detach().T.contiguous())  # (D, V_tgt)

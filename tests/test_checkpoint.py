@@ -16,6 +16,7 @@ from safetensors.torch import load_file, save_file
 from model.checkpoint import (
     PRETRAINED,
     ROOT,
+    average_checkpoints,
     convert_legacy_state_dict,
     legacy_name,
     load_checkpoint,
@@ -376,3 +377,31 @@ def test_load_state_accepts_a_state_saved_under_the_old_names(tok, tmp_path):
         assert torch.equal(opt2.state[params2[n]]["exp_avg"], opt.state[p]["exp_avg"]), n
         assert torch.equal(opt2.state[params2[n]]["exp_avg_sq"], opt.state[p]["exp_avg_sq"]), n
         assert float(opt2.state[params2[n]]["step"]) == float(opt.state[p]["step"]) == 2.0, n
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_average_is_the_elementwise_mean_of_the_weights(tok, tmp_path, tie):
+    """Checkpoint averaging (section 6.1): every parameter of the result is the mean of the folders' (loaded) ones,
+    up to the float16 the result is stored in; tied weights stay tied."""
+    dirs = []
+    for seed in (1, 2, 3):
+        save_checkpoint(make_model(tok, seed, tie_embeddings=tie), tok, tmp_path / f"c{seed}")
+        dirs.append(tmp_path / f"c{seed}")
+    main(["average", *map(str, dirs), "--out", str(tmp_path / "avg")])
+    avg = load_checkpoint(tmp_path / "avg", "cpu").model
+    parts = [load_checkpoint(d, "cpu").model.state_dict() for d in dirs]
+    for name, got in avg.state_dict().items():
+        want = torch.stack([p[name] for p in parts]).mean(dim=0)
+        torch.testing.assert_close(got, want.half().float(), rtol=0, atol=0, msg=name)
+        assert not torch.equal(got, parts[0][name]) or not got.any(), name  # not one folder's weights copied
+    assert (avg.tgt_emb.weight is avg.src_emb.weight) == tie
+    assert json.loads((tmp_path / "avg" / "metrics.json").read_text())["averaged_from"] == [str(d) for d in dirs]
+
+
+def test_average_refuses_checkpoints_of_another_shape(tok, tmp_path):
+    save_checkpoint(make_model(tok), tok, tmp_path / "a")
+    save_checkpoint(make_model(tok, d_ff=64), tok, tmp_path / "b")
+    with pytest.raises(ValueError, match="another config"):
+        average_checkpoints([tmp_path / "a", tmp_path / "b"], tmp_path / "avg")
+    with pytest.raises(ValueError, match="at least two"):
+        average_checkpoints([tmp_path / "a"], tmp_path / "avg")

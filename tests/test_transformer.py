@@ -696,3 +696,12 @@ def test_eval_makes_the_inference_layout_and_train_drops_it():
     assert torch.equal(model._generator_t_cache[1], model.generator_weight.T)
     model.train()
     assert model._generator_t_cache is None
+
+
+def test_a_model_made_under_inference_mode_has_the_inference_layout_too():
+    """``model.evaluate`` loads its checkpoint inside ``torch.inference_mode``: weights without a version counter."""
+    with torch.inference_mode():
+        model = make_model()  # eval() runs on inference tensors
+        h = torch.randn(1, 3, model.cfg.d_model)
+        got = model.logits(h)
+    torch.testing.assert_close(got, h @ model.generator_weight.T, rtol=1e-5, atol=1e-6)
