@@ -393,7 +393,8 @@ def test_average_is_the_elementwise_mean_of_the_weights(tok, tmp_path, tie):
     for name, got in avg.state_dict().items():
         want = torch.stack([p[name] for p in parts]).mean(dim=0)
         torch.testing.assert_close(got, want.half().float(), rtol=0, atol=0, msg=name)
-        assert not torch.equal(got, parts[0][name]) or not got.any(), name  # not one folder's weights copied
+        if not all(torch.equal(p[name], parts[0][name]) for p in parts):  # LayerNorm's ones are alike in every folder
+            assert not torch.equal(got, parts[0][name]), name  # not one folder's weights copied
     assert (avg.tgt_emb.weight is avg.src_emb.weight) == tie
     assert json.loads((tmp_path / "avg" / "metrics.json").read_text())["averaged_from"] == [str(d) for d in dirs]
 
