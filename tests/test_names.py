@@ -82,9 +82,17 @@ def test_the_sentences_are_many_and_hold_a_name_and_a_number_each_kind():
     assert all(all(e in en for e in es) for en, es in NAMES)
 
 
-def test_no_name_is_in_the_substitution_pool_of_the_shipped_model():
+def shipped_training_args() -> list[dict]:
+    """The training arguments of the shipped model: one run's, or each averaged run's (``training.members``)."""
+    training = json.loads((EN_DE / "metrics.json").read_text())["training"]
+    return [m["args"] for m in training.get("members", [])] or [training["args"]]
+
+
+@pytest.mark.parametrize("member", range(len(shipped_training_args())))
+def test_no_name_is_in_the_substitution_pool_of_the_shipped_model(member):
+    """For an averaged model (``python -m model.checkpoint average``), the pools of every run it averages."""
     pytest.importorskip("faker")
-    args = json.loads((EN_DE / "metrics.json").read_text())["training"]["args"]
+    args = shipped_training_args()[member]
     if not args.get("entity_swap"):
         pytest.skip("the shipped model was trained without entity substitution")
     tok = Tokenizer.load(EN_DE / "vocab.json")  # a stage keeps its vocabulary (--keep-vocab): its pieces made names
