@@ -611,9 +611,10 @@ class Transformer(nn.Module):
         """``w.T`` as a contiguous ``(D, V_tgt)`` copy, for inference on the CPU (made by ``eval()``).
 
         The same numbers in another memory layout, not state of a call: torch's CPU BLAS (MKL, on this project's AMD
-        hosts) multiplies a decoding step's ``(1, D)`` row by ``w.T`` at a third of the speed it multiplies it by the
-        contiguous copy (10,245 x 256: ~1.1 ms against ~0.3 ms, bench/README), and a greedy step's largest product is
-        this one. Made once per version of the weights (``Tensor._version`` counts in-place updates, such as an
+        hosts) multiplies a decoding step's ``(1, D)`` row by ``w.T`` slower than by the contiguous copy, and a greedy
+        step's largest product is this one (10,245 x 256, bench/README 1b: 0.32 against 0.23 ms alone on an idle core,
+        1.18 against 0.41 ms between a step's other products, ~1.1 against 0.3-0.5 ms with the other core busy, as
+        in a class). Made once per version of the weights (``Tensor._version`` counts in-place updates, such as an
         optimizer's), so training or editing the weights never reads a stale copy; used only where no gradient flows.
         Weights created under ``torch.inference_mode`` have no version counter: their copy follows only a change of
         storage, shape or dtype.
