@@ -671,3 +671,15 @@ def test_figures_keep_plotlys_default_look_in_a_template_cut_to_what_they_draw()
     for fig in figs:
         assert {t.type for t in fig.data} <= set(vc.TRACE_TYPES)
         assert json.loads(fig.to_json())["layout"]["template"] == json.loads(json.dumps(cut))
+
+
+@pytest.mark.parametrize("p", [0.5, 0.9, 0.987654, 1.0])
+def test_candidates_bar_layout_does_not_move_with_a_probabilitys_last_bits(p):
+    """A class's batched decoding and one user's differ in a probability's last bits (~1e-6): the chart's layout must
+    not (bench/README 8j: a right margin computed from p moved by a pixel once in 120 students)."""
+    layouts = []
+    for dp in np.linspace(-3e-5, 3e-5, 61):
+        q = float(np.float32(min(1.0, p + dp)))
+        fig = viz.candidates_bar(step([("Ein", 5, q), ("Der", 6, (1 - q) / 2)], 5))
+        layouts.append((fig.layout.margin.to_plotly_json(), fig.layout.height))
+    assert all(lay == layouts[0] for lay in layouts)
