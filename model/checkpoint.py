@@ -222,7 +222,8 @@ def average_checkpoints(dirs: Sequence[str | Path], out_dir: str | Path) -> Path
     ``out_dir``.
 
     Raises:
-        ValueError: fewer than two folders, or folders whose config, vocabulary or tensor names differ.
+        ValueError: fewer than two folders, or folders whose config or vocabulary differ (one config, one set of
+            tensor names).
         CheckpointError: a folder that ``load_checkpoint`` cannot read.
     """
     if len(dirs) < 2:

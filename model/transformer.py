@@ -623,7 +623,7 @@ class Transformer(nn.Module):
             return w.T
         version = None if w.is_inference() else w._version  # weights made under inference_mode count no versions
         key = (w.data_ptr(), version, w.dtype, tuple(w.shape))
-        cached = getattr(self, "_generator_t_cache", None)
+        cached = self._generator_t_cache
         if cached is None or cached[0] != key:
             cached = (key, w.detach().T.contiguous())  # (D, V_tgt)
             self._generator_t_cache = cached  # one tuple, replaced whole: safe when sessions call at once
