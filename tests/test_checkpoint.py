@@ -239,8 +239,9 @@ def assert_same_outputs(old, old_model, new_model, src, tgt):
         old_iv = old.Interventions(**{f: getattr(iv, f) for f in iv.__dataclass_fields__})
         with torch.no_grad():
             want = old_model(src, tgt, old_iv, need_weights=True)
+            fused = new_model(src, tgt, iv)  # the inference path: logits through eval()'s (D, V) copy, another sum order
+        with torch.enable_grad():  # the old code's arithmetic (h @ w.T), so 1e-6 holds (the weights need no grad)
             got = new_model(src, tgt, iv, need_weights=True)
-            fused = new_model(src, tgt, iv)
         for name in ("logits", "enc_self_attn", "dec_self_attn", "cross_attn"):
             torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=1e-6, rtol=0, msg=f"{name} {iv}")
         torch.testing.assert_close(fused.logits, want.logits, atol=1e-5, rtol=0)
