@@ -195,7 +195,7 @@ def generate_steps(
         logits = out.logits[0, -1]  # (V,)
         probs = torch.softmax(logits.float(), dim=-1)
         top = torch.topk(probs, min(k, probs.numel()))
-        candidates = [(int(i), float(p)) for p, i in zip(top.values, top.indices, strict=True)]
+        candidates = list(zip(top.indices.tolist(), top.values.tolist(), strict=True))  # (id, probability), best first
         if t < len(forced):
             chosen, was_forced = int(forced[t]), True
         elif sampling.strategy == "greedy":
