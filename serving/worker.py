@@ -24,7 +24,6 @@ import logging
 import multiprocessing
 import sys
 import threading
-import time
 import types
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -39,10 +38,6 @@ from serving import heap
 from serving.limits import CallLimit
 
 log = logging.getLogger(__name__)
-# A batch that follows another within BUSY_S seconds (a class arriving) waits LINGER_S for more items first: a decoder
-# step of 8 sentences costs little more than one of 4 on this project's CPUs (bench/README.md, 8k), and a lone user,
-# whose batch follows none, waits for nothing
-BUSY_S, LINGER_S = 0.5, 0.05
 
 
 # -- in the worker process ------------------------------------------------------------------------------------------
@@ -115,7 +110,6 @@ class ModelWorker:
         self._waiting: dict[tuple, list[tuple[object, Future]]] = {}  # call_many: items waiting for a batch, by call
         self._batcher: ThreadPoolExecutor | None = None  # sends the waiting batches to the worker, one at a time
         self.batch_sizes: list[int] = []  # size of each batch sent (the last 1,000; bench and tests read it)
-        self._last_batch = -float("inf")  # time.monotonic() when the last batch ended
 
     def start(self, path: str) -> None:
         """Start the worker if it is not running and have it load the checkpoint at ``path``; returns at once."""
@@ -195,8 +189,8 @@ class ModelWorker:
 
         A class arriving at once asks for many analyses within a second; one batch of them costs the worker little
         more than one (``model.analysis.analyze_many``). Batches form by themselves: the first item is sent at
-        once, and the items that arrive while a batch is in the worker go together in the next one; a batch that
-        follows another within ``BUSY_S`` waits ``LINGER_S`` more for items, so a lone user waits for no one. With the worker switched off (``enabled=False``) the batches run in this process,
+        once, and the items that arrive while a batch is in the worker go together in the next one, so a lone
+        user waits for no one. With the worker switched off (``enabled=False``) the batches run in this process,
         under ``limit``. Until the worker has loaded the checkpoint or after it died, ``fn_one`` runs here under
         ``limit`` as ``call`` does; so does a ``fn_one`` that cannot travel (a test's spy). The results of ``fn_many`` must equal ``fn_one``'s (up to float
         rounding, for a batched model pass).
@@ -230,14 +224,6 @@ class ModelWorker:
     def _send(self, pool: ProcessPoolExecutor | None, key: tuple, loaded: Loaded) -> None:
         """Send every item waiting for ``key`` to the worker as one batch (``pool`` None: run it here, under ``limit``)
         and hand each caller its result."""
-        if time.monotonic() - self._last_batch < BUSY_S:  # a class: let the batch fill a little
-            time.sleep(LINGER_S)
-        try:
-            self._send_now(pool, key, loaded)
-        finally:
-            self._last_batch = time.monotonic()
-
-    def _send_now(self, pool: ProcessPoolExecutor | None, key: tuple, loaded: Loaded) -> None:
         with self._lock:
             batch = self._waiting.pop(key, [])
             self.batch_sizes = [*self.batch_sizes[-999:], len(batch)]

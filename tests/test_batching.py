@@ -177,26 +177,3 @@ def test_the_same_item_asked_by_many_is_computed_once(loaded):
     assert max(here.batch_sizes) > 2 and sum(len(t) for t in seen) < 12
     for i, a in enumerate(results):
         assert a.translation == results[i % 2].translation
-
-
-def test_a_batch_waits_a_little_for_more_items_only_right_after_another(loaded, monkeypatch):
-    """A class: a batch that follows another within ``BUSY_S`` waits ``LINGER_S`` for more items (a decoder step of 8
-    sentences costs little more than one of 4). A lone user, whose batch follows none, waits for nothing."""
-    import types
-
-    import serving.worker as sw
-
-    now, slept = [100.0], []
-    monkeypatch.setattr(sw, "time", types.SimpleNamespace(monotonic=lambda: now[0], sleep=slept.append))
-    here = ModelWorker(CallLimit(1, threads=1), enabled=False)
-    try:
-        here.call_many(loaded, analyze_many, analyze, TEXTS[0], DecodeSettings())
-        assert slept == [], "the first batch follows none"
-        now[0] += sw.BUSY_S / 2
-        here.call_many(loaded, analyze_many, analyze, TEXTS[1], DecodeSettings())
-        assert slept == [sw.LINGER_S], "right after another batch: a class is arriving"
-        now[0] += sw.BUSY_S * 4
-        here.call_many(loaded, analyze_many, analyze, TEXTS[0], DecodeSettings(method="greedy", max_new=5))
-        assert slept == [sw.LINGER_S], "long after the last batch: a lone user"
-    finally:
-        here.close()
