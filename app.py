@@ -204,16 +204,7 @@ def source_box(task: str) -> str:
 
 
 def main() -> None:
-    """One script run, all of it inside the page gate (``state.PAGE_RUNS``), in order of arrival: a class that arrives
-    together is drawn first come, first served, each run giving its slot to the next while it waits for the model."""
     st.set_page_config(page_title="Attention Explorer", page_icon="🔎", layout="wide")
-    state.PAGE_RUNS.stamp()
-    with state.PAGE_RUNS:
-        run_frame()
-
-
-def run_frame() -> None:
-    """The frame (navigation, sidebar, text box) and then the current page, handed this run's frame."""
     frame: state.Frame | None = None  # read below, after the navigation; the page runs last and is handed it
 
     def runs(spec: catalog.PageSpec) -> Callable[[], None]:
@@ -253,8 +244,9 @@ def run_frame() -> None:
     st.session_state[keys.FRAME] = frame  # the model it used, for on_model_change; pages get the frame as an argument
     try:
         if spec.analysed:
-            frame = state.analyse_ahead(frame)  # the model's wait gives the slot to the next run: a class's analyses batch
-        current.run()
+            frame = state.analyse_ahead(frame)  # outside the gate: a class's analyses wait for the model together, one batch
+        with state.PAGE_RUNS:  # a class arriving at once: first come, first drawn
+            current.run()
     except Exception:
         if DEBUG:
             raise

@@ -10,10 +10,8 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -50,39 +48,15 @@ MODELS_DIR = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", PRETRAINED))  # fo
 MODEL_ORDER = ("en-de", "en-de-captions", "reverse")  # listed first, in this order; the first is the default
 TOP_K = STEP_CANDIDATES  # candidates shown per decoding step (analyze keeps as many)
 MODEL_CALLS = CallLimit.for_cores()  # every model call below: a class of sessions at once does not oversubscribe the cores
-# Page runs at once (app.py runs each whole script run inside it): more would only share one GIL, so that a class
-# arriving together finishes together, late. One per core, in order of arrival (each run stamps its ticket as it
-# begins), so the students who came first are drawn first (bench/README.md, 8 and 8k)
+# Page runs at once (the page's figures, after the frame): more would only share one GIL, so that a class arriving
+# together finishes together, late; with one per core the first students are drawn first (bench/README.md, 8.)
 PAGE_RUNS = CallLimit.for_cores()
 # Model calls run in a worker process of its own (a GIL of its own); ATTENTION_EXPLORER_MODEL_PROCESS=0 keeps them in
 # this one. A page waiting for the worker gives its page slot back meanwhile: another page draws, and the analyses
-# waiting together go to the worker as one batch (bench/README.md, 8c); ``takes_turns`` takes the slot back after
+# waiting together go to the worker as one batch (bench/README.md, 8c)
 MODEL_WORKER = ModelWorker(
     MODEL_CALLS, enabled=os.environ.get("ATTENTION_EXPLORER_MODEL_PROCESS", "1") != "0", waiting=PAGE_RUNS.released
 )
-_model_calls = threading.local()  # .depth: how many ``takes_turns`` calls this thread is inside
-
-
-def takes_turns(cached):
-    """``cached`` (a cached call that may wait for the model worker), then the page slot back, in arrival order.
-
-    While the worker computes, the waiting page gives its ``PAGE_RUNS`` slot to another page (``CallLimit.released``);
-    if none is free when the answer comes, it goes on without one until the cached call has returned, and takes one
-    back here (``CallLimit.take_back``), waiting behind the pages that arrived before it. Not inside the cached call:
-    there the page holds Streamlit's compute lock of the value, which a page holding a slot may be waiting for."""
-
-    @functools.wraps(cached)
-    def call(*args, **kwargs):
-        _model_calls.depth = getattr(_model_calls, "depth", 0) + 1
-        try:
-            return cached(*args, **kwargs)
-        finally:
-            _model_calls.depth -= 1
-            if _model_calls.depth == 0:
-                PAGE_RUNS.take_back()
-
-    call.clear = cached.clear  # st.cache_data's
-    return call
 
 
 def _interventions_hash(iv: Interventions) -> str:
@@ -197,9 +171,8 @@ def task_of(path: str) -> str:
     return model_facts(path).task
 
 
-# 512 entries (~25 MB pickled): a class of 120 computes its analyses ahead of its pages (``analyse_ahead``), and
-# each must still be cached when its page reads it (with 32 entries, 71 of a batch of 120 were evicted first)
-@takes_turns
+# 512 entries (~25 MB pickled): a class of 120 computes its analyses ahead of the page gate (``analyse_ahead``),
+# and each must still be cached when its page reads it (with 32 entries, 71 of a batch of 120 were evicted first)
 @st.cache_data(show_spinner="Translating…", max_entries=512, hash_funcs=HASH_FUNCS)
 def run_analysis(path: str, text: str, settings: DecodeSettings, iv: Interventions) -> Analysis:
     """``model.analysis.analyze`` of one input under ``settings`` and ``iv``; in the model worker, batched with the
@@ -208,7 +181,6 @@ def run_analysis(path: str, text: str, settings: DecodeSettings, iv: Interventio
     return MODEL_WORKER.call_many(m, analyze_many, analyze, text, settings, iv)
 
 
-@takes_turns
 @st.cache_data(show_spinner="Decoding step by step…", max_entries=64, hash_funcs=HASH_FUNCS)
 def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int, ...]) -> list:
     """``model.analysis.step_trace`` of one input with a forced output prefix (compact ids); with none, the analysis's
@@ -219,7 +191,6 @@ def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int,
     return MODEL_WORKER.call(load_model(path), step_trace, a.source.ids, settings=settings, forced=forced, k=TOP_K)
 
 
-@takes_turns
 @st.cache_data(show_spinner="Teacher-forcing the reference…", max_entries=32, hash_funcs=HASH_FUNCS)
 def run_reference(path: str, text: str, settings: DecodeSettings, reference: str):
     """Maps of the reference translation fed to the decoder (teacher forcing): (maps, decoder input, predicted)."""
@@ -228,7 +199,6 @@ def run_reference(path: str, text: str, settings: DecodeSettings, reference: str
     return MODEL_WORKER.call(m, reference_maps, source, reference)
 
 
-@takes_turns
 @st.cache_data(show_spinner=False, max_entries=32, hash_funcs=HASH_FUNCS)
 def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Interventions, output_of: str | None) -> Maps:
     """Maps of ``text`` under ``iv`` with the decoder fed the unchanged model's output for ``output_of`` (None:
@@ -242,7 +212,6 @@ def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Inte
     return MODEL_WORKER.call(m, decode_time_maps, source.ids, tgt_out, iv, tokenizer=False)
 
 
-@takes_turns
 @st.cache_data(show_spinner=False, max_entries=16)
 def run_word_order(path: str, a: str, b: str) -> WordOrder:
     """``model.analysis.word_order_demo``: encoder states of two orderings, with and without positional encoding."""
@@ -256,7 +225,6 @@ def positional_matrix(path: str, n: int) -> np.ndarray:
     return load_model(path).model.positional_encoding(n).detach().float().cpu().numpy()
 
 
-@takes_turns
 @st.cache_data(show_spinner=False, max_entries=32, hash_funcs=HASH_FUNCS)
 def run_head_stats(path: str, text: str, settings: DecodeSettings) -> tuple[pd.DataFrame, np.ndarray]:
     """Per-head statistics table and the encoder's attention rollout ``(L, S, S)`` of one input."""
@@ -264,7 +232,6 @@ def run_head_stats(path: str, text: str, settings: DecodeSettings) -> tuple[pd.D
     return head_stats(m.enc_self, m.dec_self, m.cross), rollout(m.enc_self)
 
 
-@takes_turns
 @st.cache_data(show_spinner="Weighing the value vectors…", max_entries=32, hash_funcs=HASH_FUNCS)
 def run_norm_maps(path: str, text: str, settings: DecodeSettings) -> Maps:
     """Norm-weighted attention shares of every kind, layer and head of the translation (``norm_weighted_maps``)."""
@@ -275,7 +242,6 @@ def run_norm_maps(path: str, text: str, settings: DecodeSettings) -> Maps:
     return MODEL_WORKER.call(m, norm_weighted_maps, a.source.ids, tgt_out, tokenizer=False)
 
 
-@takes_turns
 @st.cache_data(show_spinner="Explaining the token…", max_entries=64, hash_funcs=HASH_FUNCS)
 def run_explanation(
     path: str, text: str, settings: DecodeSettings, iv: Interventions, position: int, contrast: int | None
@@ -291,7 +257,6 @@ def run_explanation(
     return MODEL_WORKER.call_many(m, explain_many, explain_item, item, iv)
 
 
-@takes_turns
 @st.cache_data(show_spinner=False, max_entries=512, hash_funcs=HASH_FUNCS)
 def run_ig_part(
     path: str, text: str, settings: DecodeSettings, iv: Interventions, position: int, contrast: int | None, segment: int
@@ -304,7 +269,6 @@ def run_ig_part(
     )
 
 
-@takes_turns
 @st.cache_data(show_spinner="Reading every layer…", max_entries=32, hash_funcs=HASH_FUNCS)
 def run_layer_lens(path: str, text: str, settings: DecodeSettings, iv: Interventions) -> LayerLens:
     """``model.attribution.layer_lens`` of the translation under ``iv``: logit lens and DecoderLens."""
@@ -313,7 +277,6 @@ def run_layer_lens(path: str, text: str, settings: DecodeSettings, iv: Intervent
     return MODEL_WORKER.call(m, layer_lens, a.source.ids, a.out_ids, iv)
 
 
-@takes_turns
 @st.cache_data(show_spinner="Encoding both sentences…", max_entries=16)
 def run_encoder_distance(path: str, a: str, b: str) -> EncoderDistance:
     """``model.analysis.encoder_distance`` of sentences ``a`` and ``b``."""
@@ -321,7 +284,6 @@ def run_encoder_distance(path: str, a: str, b: str) -> EncoderDistance:
     return MODEL_WORKER.call(m, encoder_distance, a, b)
 
 
-@takes_turns
 @st.cache_data(show_spinner="Tracing one head…", max_entries=64, hash_funcs=HASH_FUNCS)
 def run_head_trace(
     path: str, text: str, settings: DecodeSettings, iv: Interventions, kind: str, layer: int, head: int, query: int
@@ -398,9 +360,9 @@ class Ctx:
 
 
 def analyse_ahead(f: Frame) -> Frame:
-    """The frame with its analysis (``run_analysis``, cached), computed before the page is drawn: while a run waits
-    for the model it gives its ``PAGE_RUNS`` slot to the next run, which reaches the worker too, so the sessions of a
-    class go as one batch (``analyze_many``) instead of one after another. A refused input is left to
+    """The frame with its analysis (``run_analysis``, cached), computed before the page waits for its turn to draw
+    (app.py's ``PAGE_RUNS``): the sessions of a class waiting for the model meanwhile reach the worker together and go
+    as one batch (``analyze_many``), instead of one after another behind the page gate. A refused input is left to
     ``page_context``, which explains it (the frame is returned without an analysis)."""
     if f.text.strip():
         try:
