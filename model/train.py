@@ -19,6 +19,7 @@ import argparse
 import csv
 import json
 import math
+import multiprocessing
 import random
 import time
 from dataclasses import dataclass, replace
@@ -154,7 +155,9 @@ def load_state(path: Path, model, ema, opt) -> dict:
     """Inverse of ``save_state``; returns the JSON meta.
 
     A state saved under the old parameter names (``model.checkpoint.LEGACY_NAMES``) is renamed as it
-    loads: its ``model.``, ``ema.`` and ``opt.`` tensors and the per-parameter AdamW step counts.
+    loads: its ``model.``, ``ema.`` and ``opt.`` tensors and the per-parameter AdamW step counts. The
+    AdamW moments go to their parameter's device (the file loads on the CPU), and so does the step count
+    where the optimizer is fused (on a GPU), which keeps it beside the moments.
     """
     t = convert_legacy_state_dict(load_file(str(path / "state.safetensors")))
     meta = json.loads((path / "state.json").read_text())
@@ -163,12 +166,13 @@ def load_state(path: Path, model, ema, opt) -> dict:
     model.load_state_dict({k[6:]: v for k, v in t.items() if k.startswith("model.")}, strict=False)
     for k in ema:
         ema[k].copy_(t[f"ema.{k}"])
+    fused = any(g.get("fused") or g.get("capturable") for g in opt.param_groups)
     for n, p in model.named_parameters():
         if f"opt.{n}.exp_avg" in t:
             opt.state[p] = {
-                "step": torch.tensor(meta["opt_step"][n]),
-                "exp_avg": t[f"opt.{n}.exp_avg"],
-                "exp_avg_sq": t[f"opt.{n}.exp_avg_sq"],
+                "step": torch.tensor(meta["opt_step"][n], dtype=torch.float32, device=p.device if fused else "cpu"),
+                "exp_avg": t[f"opt.{n}.exp_avg"].to(p.device),
+                "exp_avg_sq": t[f"opt.{n}.exp_avg_sq"].to(p.device),
             }
     return meta
 
@@ -323,6 +327,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="with --entity-piece-names: this share of the piece names begins with a capitalised piece of the "
         'vocabulary ("Tim", "Raj") and 0-2 word pieces: names that are one rare piece are practised as targets',
     )
+    ap.add_argument(
+        "--prefetch",
+        action="store_true",
+        help="make each next epoch's swapped examples and batches in a forked worker while this one trains "
+        "(for a GPU, whose steps outpace the few seconds this takes; on a busy CPU it competes with training)",
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--train-size", type=int, default=20000, help="reverse task: training pairs")
     return ap.parse_args(argv)
@@ -428,6 +438,21 @@ def swapped_examples(tok: Tokenizer, train_ex: list[list], swappers: list[Entity
     return out
 
 
+# What ``epoch_data`` reads: set by ``main`` before a prefetch worker is forked, so the worker has it too.
+_EPOCH_INPUTS: tuple | None = None
+
+
+def epoch_data(epoch: int) -> tuple[list, list[list[int]]]:
+    """One epoch's training examples (swapped, sampled by corpus weight) and its batches of example indices.
+
+    Reads ``_EPOCH_INPUTS`` (tokenizer, encoded corpora, entity swappers, corpus weights, seed, max_len,
+    max_tokens). Deterministic in ``epoch``: the same whether run inline or in the ``--prefetch`` worker.
+    """
+    tok, train_ex, swappers, weights, seed, max_len, max_tokens = _EPOCH_INPUTS
+    ex = epoch_examples(swapped_examples(tok, train_ex, swappers, epoch, max_len), weights, seed + epoch)
+    return ex, list(token_batches(ex, max_tokens, shuffle=True, seed=seed + epoch))
+
+
 def main(argv=None) -> dict:
     a = parse_args(argv)
     from model.checkpoint import pick_device
@@ -495,6 +520,19 @@ def main(argv=None) -> dict:
     train_ex = [encode_pairs(tok, c.pairs, cfg.max_len, keep_slots=True) for c in train_sets]
     corpus_weights = [c.weight for c in train_sets]
     val_sets = [Corpus(c.name, [p for p in c.pairs if encode_pairs(tok, [p], cfg.max_len)]) for c in val_sets]
+    global _EPOCH_INPUTS
+    _EPOCH_INPUTS = (tok, train_ex, swappers, corpus_weights, a.seed, cfg.max_len, a.max_tokens)
+    # forked before the model reaches a GPU: the worker only ever runs ``epoch_data`` (Python lists)
+    pool = multiprocessing.get_context("fork").Pool(1) if a.prefetch else None
+    try:
+        return _train(a, device, out, tok, cfg, init, train_ex, corpus_weights, swappers, train_sets, val_sets, pool)
+    finally:
+        if pool is not None:
+            pool.terminate()
+
+
+def _train(a, device, out, tok, cfg, init, train_ex, corpus_weights, swappers, train_sets, val_sets, pool) -> dict:
+    """``main``'s training loop over epochs (``--prefetch``: the next epoch's data made in ``pool`` meanwhile)."""
     val_pairs = [p for c in val_sets for p in c.pairs]
     val_ex = encode_pairs(tok, val_pairs, cfg.max_len)
     model = Transformer(cfg)
@@ -558,11 +596,15 @@ def main(argv=None) -> dict:
     skip = meta.get("batch", 0)  # batches of the current epoch already trained before a --resume
     last_save = time.time()
     stop = False
+    ahead = pool.apply_async(epoch_data, (meta["epoch"] + 1,)) if pool is not None else None
     for epoch in range(meta["epoch"] + 1, a.epochs + 1):
         t0 = time.time()
         loss_sum, tok_sum, n_tok_epoch = 0.0, 0, 0
-        epoch_ex = epoch_examples(swapped_examples(tok, train_ex, swappers, epoch, cfg.max_len), corpus_weights, a.seed + epoch)
-        batches = list(token_batches(epoch_ex, a.max_tokens, shuffle=True, seed=a.seed + epoch))
+        if ahead is not None:  # made while the last epoch trained; the next one starts now
+            epoch_ex, batches = ahead.get()
+            ahead = pool.apply_async(epoch_data, (epoch + 1,)) if epoch < a.epochs else None
+        else:
+            epoch_ex, batches = epoch_data(epoch)
         bar = tqdm(batches, desc=f"epoch {epoch}/{a.epochs}", disable=a.quiet, mininterval=2.0, initial=skip)
         for b, idx in enumerate(batches[skip:], start=skip + 1):
             src = pad_batch([epoch_ex[i][0] for i in idx], tok.pad_id)

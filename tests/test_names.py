@@ -3,7 +3,7 @@
 Forty short sentences written for this test, with first names, surnames, cities and numbers from many
 languages (Finnish, Hungarian, Yoruba, Igbo, Japanese, Kazakh, Uzbek, Icelandic, Portuguese, Norwegian,
 Tibetan, Hindi, Turkish, Azerbaijani, Korean, Vietnamese, Māori, Zulu, Swahili, Greek, Spanish,
-Hawaiian, Polish, Czech, Estonian, Romanian, ...). None of the names occurs in the training corpora (as
+Hawaiian, Polish, Czech, Slovak, Flemish, Estonian, Romanian, ...). None of the names occurs in the training corpora (as
 a word, either side) or in the pool of names that entity substitution drew from for the shipped model
 (checked below), so the model must copy them. The shipped model must keep every name and number of a
 sentence verbatim, with greedy decoding, in at least 90 % of the sentences.
@@ -24,7 +24,7 @@ from model.tokenizer import Tokenizer
 
 EN_DE = PRETRAINED / "en-de"
 TARGET = 0.9
-FLOOR = 0.65  # the shipped model (stage 12) keeps 37 of 40 (92.5 %); the floor is 26 of 40, the guard of earlier stages
+FLOOR = 0.65  # the shipped model (stage 14) keeps 37 of 40 (92.5 %); the floor is 26 of 40, the guard of earlier stages
 
 NAMES = [  # (English sentence, the names and numbers its translation must keep verbatim)
     ("Eero lives in Tampere.", ["Eero", "Tampere"]),
@@ -35,38 +35,38 @@ NAMES = [  # (English sentence, the names and numbers its translation must keep 
     ("Aigerim is my teacher.", ["Aigerim"]),
     ("Mr. Kowalczyk is 52 years old.", ["Kowalczyk", "52"]),
     ("Dilnoza called Sigrún at 7:45.", ["Dilnoza", "Sigrún", "7:45"]),
-    ("Mateus visited Valparaíso last year.", ["Mateus", "Valparaíso"]),
+    ("Jurandir visited Valparaíso last year.", ["Jurandir", "Valparaíso"]),
     ("Jorunn has 250 books.", ["Jorunn", "250"]),
     ("Tenzin and Dawa are friends.", ["Tenzin", "Dawa"]),
     ("Priyanka Nakamura is a doctor.", ["Priyanka", "Nakamura"]),
-    ("Gülsüm lives in Tabriz.", ["Gülsüm", "Tabriz"]),
-    ("Kjetil met Marlon in Leuven.", ["Kjetil", "Marlon", "Leuven"]),
+    ("Nurcihan lives in Tabriz.", ["Nurcihan", "Tabriz"]),
+    ("Kjetil met Marlon in Kortrijk.", ["Kjetil", "Marlon", "Kortrijk"]),
     ("Minji is 17 years old.", ["Minji", "17"]),
     ("Linh works in Seinäjoki.", ["Linh", "Seinäjoki"]),
-    ("Wiremu and Aroha have 2 dogs.", ["Wiremu", "Aroha", "2"]),
+    ("Tipene and Hinemoa have 2 dogs.", ["Tipene", "Hinemoa", "2"]),
     ("Emeka Okonkwo plays the guitar.", ["Emeka", "Okonkwo"]),
     ("Zanele lives in Kumasi.", ["Zanele", "Kumasi"]),
     ("Gulnara was born in 1994.", ["Gulnara", "1994"]),
     ("Mrs. Papadopoulos lives in Trondheim.", ["Papadopoulos", "Trondheim"]),
-    ("Trond is waiting for Omaira.", ["Trond", "Omaira"]),
+    ("Torbjørn is waiting for Omaira.", ["Torbjørn", "Omaira"]),
     ("Kipkorir has 6 cats.", ["Kipkorir", "6"]),
     ("Facundo visited Tartu in 2019.", ["Facundo", "Tartu", "2019"]),
-    ("Maren is a nurse in Pécs.", ["Maren", "Pécs"]),
+    ("Ingvild is a nurse in Pécs.", ["Ingvild", "Pécs"]),
     ("Jeisson and Yadira live in Cusco.", ["Jeisson", "Yadira", "Cusco"]),
     ("Tapani bought 12 apples.", ["Tapani", "12"]),
     ("Attila called Eirik.", ["Attila", "Eirik"]),
     ("Mahina lives in Izmir.", ["Mahina", "Izmir"]),
-    ("Arttu works in Brno.", ["Arttu", "Brno"]),
-    ("Marte is my sister.", ["Marte"]),
+    ("Arttu works in Třebíč.", ["Arttu", "Třebíč"]),
+    ("Synnøve is my sister.", ["Synnøve"]),
     ("Ngozi Mwangi is 31 years old.", ["Ngozi", "Mwangi", "31"]),
-    ("Inês met Kalani in Gdańsk.", ["Inês", "Kalani", "Gdańsk"]),
+    ("Lisiane met Kalani in Prešov.", ["Lisiane", "Kalani", "Prešov"]),
     ("Ayesha has 4 children.", ["Ayesha", "4"]),
     ("Jiwoo and Thanh are students.", ["Jiwoo", "Thanh"]),
     ("The train to Ouagadougou leaves at 9:30.", ["Ouagadougou", "9:30"]),
-    ("Mehmet Haddad is from Cluj.", ["Mehmet", "Haddad", "Cluj"]),
-    ("Eirik Saastamoinen lives in Bratislava.", ["Eirik", "Saastamoinen", "Bratislava"]),
+    ("Cihangir Haddad is from Cluj.", ["Cihangir", "Haddad", "Cluj"]),
+    ("Eirik Saastamoinen lives in Žilina.", ["Eirik", "Saastamoinen", "Žilina"]),
     ("Kosonen has 15 cows.", ["Kosonen", "15"]),
-    ("Eulogio Buitrago lives in Stuttgart.", ["Eulogio", "Buitrago", "Stuttgart"]),
+    ("Eulogio Buitrago lives in Würzburg.", ["Eulogio", "Buitrago", "Würzburg"]),
 ]
 
 
@@ -83,14 +83,17 @@ def test_the_sentences_are_many_and_hold_a_name_and_a_number_each_kind():
 
 
 def shipped_training_args() -> list[dict]:
-    """The training arguments of the shipped model: one run's, or each averaged run's (``training.members``)."""
+    """The training arguments of the shipped model: one run's, or each averaged run's (``training.members``),
+    and those of the runs of the averaged model it was fine-tuned from (``training.earlier_members``)."""
     training = json.loads((EN_DE / "metrics.json").read_text())["training"]
-    return [m["args"] for m in training.get("members", [])] or [training["args"]]
+    runs = training.get("members", []) + training.get("earlier_members", [])
+    return [m["args"] for m in runs] or [training["args"]]
 
 
 @pytest.mark.parametrize("member", range(len(shipped_training_args())))
 def test_no_name_is_in_the_substitution_pool_of_the_shipped_model(member):
-    """For an averaged model (``python -m model.checkpoint average``), the pools of every run it averages."""
+    """For an averaged model (``python -m model.checkpoint average``), the pools of every run it averages,
+    and of every run averaged into the model those runs started from."""
     pytest.importorskip("faker")
     args = shipped_training_args()[member]
     if not args.get("entity_swap"):
@@ -144,6 +147,7 @@ def test_names_and_numbers_come_through_more_often_than_the_shipped_floor(output
 
 
 def test_names_and_numbers_come_through_greedy(outputs):
-    """Issue 20's target: at least 90 % of the sentences keep every name and number (stage 12: 37 of 40; stage 10: 36)."""
+    """Issue 20's target: at least 90 % of the sentences keep every name and number (stage 14: 37 of 40; stage 12: 33 on
+    this set, 37 on the one before twelve names drawn by stage 14's runs were replaced)."""
     share, misses = share_kept(outputs)
     assert share >= TARGET, f"{share:.0%} of sentences keep every name and number (< {TARGET:.0%}); misses:\n{misses}"

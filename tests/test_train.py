@@ -56,12 +56,28 @@ def test_tiny_reverse_run_writes_a_checkpoint_and_resumes(tmp_path, capsys):
     assert (out / "vocab.json").read_text() == vocab_before
 
 
-def test_save_state_and_load_state_round_trip(tmp_path):
+def test_prefetched_epochs_train_exactly_as_inline_ones(tmp_path):
+    """--prefetch makes each next epoch's data in a forked worker: the same batches, so the same run."""
+    logs = []
+    for name, extra in [("inline", []), ("prefetch", ["--prefetch"])]:
+        main([*TINY, "--epochs", "2", "--out", str(tmp_path / name), *extra])
+        logs.append([(r["step"], r["train_loss"], r["val_loss"]) for r in read_log(tmp_path / name / "train_log.csv")])
+    assert len(logs[0]) == 2 and logs[0] == logs[1]
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
+@pytest.mark.parametrize("fused", [False, True])
+def test_save_state_and_load_state_round_trip(tmp_path, device, fused):
+    """A resumed run continues exactly, also on a GPU with the fused AdamW that training uses there
+    (the state file loads on the CPU: its moments and step counts must reach the parameters' device)."""
     torch.manual_seed(0)
     cfg = TransformerConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_enc_layers=1, n_dec_layers=1, dropout=0.0)
-    model = Transformer(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    src, tgt = torch.randint(3, 40, (2, 5)), torch.randint(3, 40, (2, 4))
+    model = Transformer(cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=fused)
+    src, tgt = torch.randint(3, 40, (2, 5), device=device), torch.randint(3, 40, (2, 4), device=device)
     for _ in range(3):
         opt.zero_grad()
         model(src, tgt).logits.square().mean().backward()
@@ -70,8 +86,8 @@ def test_save_state_and_load_state_round_trip(tmp_path):
     save_state(tmp_path, model, ema, opt, {"epoch": 4, "step": 3})
 
     torch.manual_seed(1)
-    model2 = Transformer(cfg)
-    opt2 = torch.optim.AdamW(model2.parameters(), lr=1e-2)
+    model2 = Transformer(cfg).to(device)
+    opt2 = torch.optim.AdamW(model2.parameters(), lr=1e-2, fused=fused)
     ema2 = {k: torch.zeros_like(v) for k, v in ema.items()}
     meta = load_state(tmp_path, model2, ema2, opt2)
     assert meta["epoch"] == 4 and meta["step"] == 3
