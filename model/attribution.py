@@ -67,9 +67,12 @@ from model.transformer import (
 # 2048 / 64 0.13 %: 32 nodes a segment settled where 16 did not, at no more cost (4.7 s against 6.0 s for 64 segments).
 # On the stage-12 weights (the mean of five checkpoints) the same token turned the other way: 1024 / 32 left 1.46 %,
 # 1024 / 16 1.54 %, 2048 / 64 1.12 % and 1024 / 64 0.78 % (the worst token of the sentence each time): the path has
-# kinks (ReLUs, the softmax), so no rule settles for every model; the page prints the error it reached.
-IG_STEPS = 1024
-IG_SEGMENTS = 64
+# kinks (ReLUs, the softmax), so no rule settles for every model; the page prints the error it reached. On the
+# stage-14 weights (the mean of three GPU runs) 1024 nodes did not settle in any split (worst token, the same one:
+# 1024 / 16 1.02 %, / 32 1.07 %, / 64 2.56 %, / 128 1.21 %); 1536 / 48 left 0.89 %, 1536 / 96 0.81 %, 2048 / 64 0.50 %
+# (~/runs/igcheck.py, bench/README 9): 1536 nodes in 48 segments of 32, at 1.5 times the cost of 1024.
+IG_STEPS = 1536
+IG_SEGMENTS = 48
 TOP_K = 8  # the step's candidates offered as the contrast y′
 
 __all__ = [

@@ -522,7 +522,7 @@ def main(argv=None) -> dict:
     val_sets = [Corpus(c.name, [p for p in c.pairs if encode_pairs(tok, [p], cfg.max_len)]) for c in val_sets]
     global _EPOCH_INPUTS
     _EPOCH_INPUTS = (tok, train_ex, swappers, corpus_weights, a.seed, cfg.max_len, a.max_tokens)
-    # forked before the model reaches a GPU: the worker only ever runs ``epoch_data`` (Python lists)
+    # forked before the model reaches a GPU; the worker only ever runs ``epoch_data`` on Python lists, never CUDA
     pool = multiprocessing.get_context("fork").Pool(1) if a.prefetch else None
     try:
         return _train(a, device, out, tok, cfg, init, train_ex, corpus_weights, swappers, train_sets, val_sets, pool)
