@@ -22,6 +22,7 @@ import math
 import multiprocessing
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -438,7 +439,7 @@ def swapped_examples(tok: Tokenizer, train_ex: list[list], swappers: list[Entity
     return out
 
 
-# What ``epoch_data`` reads: set by ``main`` before a prefetch worker is forked, so the worker has it too.
+# What ``epoch_data`` reads: set by ``epochs_of`` before a prefetch worker is forked, so the worker has it too.
 _EPOCH_INPUTS: tuple | None = None
 
 
@@ -451,6 +452,26 @@ def epoch_data(epoch: int) -> tuple[list, list[list[int]]]:
     tok, train_ex, swappers, weights, seed, max_len, max_tokens = _EPOCH_INPUTS
     ex = epoch_examples(swapped_examples(tok, train_ex, swappers, epoch, max_len), weights, seed + epoch)
     return ex, list(token_batches(ex, max_tokens, shuffle=True, seed=seed + epoch))
+
+
+def epochs_of(inputs: tuple, first: int, last: int, prefetch: bool) -> Iterator[tuple[list, list[list[int]]]]:
+    """``epoch_data`` of epochs ``first`` .. ``last`` in order, for ``inputs`` (see ``_EPOCH_INPUTS``).
+
+    ``prefetch``: each next epoch is made in a forked worker while the caller trains on the last one; the worker
+    only ever runs ``epoch_data`` on Python lists, never CUDA, and ends when the generator is closed or collected.
+    """
+    global _EPOCH_INPUTS
+    _EPOCH_INPUTS = inputs
+    if not prefetch:
+        yield from (epoch_data(e) for e in range(first, last + 1))
+        return
+    with multiprocessing.get_context("fork").Pool(1) as pool:  # terminated on leaving the block
+        ahead = pool.apply_async(epoch_data, (first,))
+        for e in range(first, last + 1):
+            data = ahead.get()
+            if e < last:
+                ahead = pool.apply_async(epoch_data, (e + 1,))
+            yield data
 
 
 def main(argv=None) -> dict:
@@ -520,19 +541,6 @@ def main(argv=None) -> dict:
     train_ex = [encode_pairs(tok, c.pairs, cfg.max_len, keep_slots=True) for c in train_sets]
     corpus_weights = [c.weight for c in train_sets]
     val_sets = [Corpus(c.name, [p for p in c.pairs if encode_pairs(tok, [p], cfg.max_len)]) for c in val_sets]
-    global _EPOCH_INPUTS
-    _EPOCH_INPUTS = (tok, train_ex, swappers, corpus_weights, a.seed, cfg.max_len, a.max_tokens)
-    # forked before the model reaches a GPU; the worker only ever runs ``epoch_data`` on Python lists, never CUDA
-    pool = multiprocessing.get_context("fork").Pool(1) if a.prefetch else None
-    try:
-        return _train(a, device, out, tok, cfg, init, train_ex, corpus_weights, swappers, train_sets, val_sets, pool)
-    finally:
-        if pool is not None:
-            pool.terminate()
-
-
-def _train(a, device, out, tok, cfg, init, train_ex, corpus_weights, swappers, train_sets, val_sets, pool) -> dict:
-    """``main``'s training loop over epochs (``--prefetch``: the next epoch's data made in ``pool`` meanwhile)."""
     val_pairs = [p for c in val_sets for p in c.pairs]
     val_ex = encode_pairs(tok, val_pairs, cfg.max_len)
     model = Transformer(cfg)
@@ -596,15 +604,12 @@ def _train(a, device, out, tok, cfg, init, train_ex, corpus_weights, swappers, t
     skip = meta.get("batch", 0)  # batches of the current epoch already trained before a --resume
     last_save = time.time()
     stop = False
-    ahead = pool.apply_async(epoch_data, (meta["epoch"] + 1,)) if pool is not None else None
+    inputs = (tok, train_ex, swappers, corpus_weights, a.seed, cfg.max_len, a.max_tokens)
+    data = epochs_of(inputs, meta["epoch"] + 1, a.epochs, a.prefetch)
     for epoch in range(meta["epoch"] + 1, a.epochs + 1):
         t0 = time.time()
         loss_sum, tok_sum, n_tok_epoch = 0.0, 0, 0
-        if ahead is not None:  # made while the last epoch trained; the next one starts now
-            epoch_ex, batches = ahead.get()
-            ahead = pool.apply_async(epoch_data, (epoch + 1,)) if epoch < a.epochs else None
-        else:
-            epoch_ex, batches = epoch_data(epoch)
+        epoch_ex, batches = next(data)  # with --prefetch, made while the last epoch trained
         bar = tqdm(batches, desc=f"epoch {epoch}/{a.epochs}", disable=a.quiet, mininterval=2.0, initial=skip)
         for b, idx in enumerate(batches[skip:], start=skip + 1):
             src = pad_batch([epoch_ex[i][0] for i in idx], tok.pad_id)
@@ -705,6 +710,7 @@ def _train(a, device, out, tok, cfg, init, train_ex, corpus_weights, swappers, t
         mpath.write_text(json.dumps(old, indent=2) + "\n")
         if stop:
             break
+    data.close()  # ends a --prefetch worker
     return meta
 
 
