@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import sys
 import threading
 import types
@@ -41,6 +42,25 @@ log = logging.getLogger(__name__)
 
 
 # -- in the worker process ------------------------------------------------------------------------------------------
+
+
+def _init(threads: int) -> None:
+    """The worker's start: ``threads`` torch threads, and a watch on the server that started it.
+
+    A server killed outright (SIGKILL, the kernel's out-of-memory killer) runs no shutdown, and a
+    ``ProcessPoolExecutor`` worker outlives it, holding its model (hundreds of MB) until the machine restarts; with
+    replicas restarted after each crash, the orphans add up. The watch waits on the parent's sentinel (readable when
+    the parent is gone, however it ended) and ends the worker then.
+    """
+    torch.set_num_threads(threads)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+def _exit_with(parent) -> None:
+    parent.join()  # returns when the parent process has ended
+    os._exit(0)  # no cleanup to run: the worker holds only the model and the call in progress, both the server's
 
 
 @lru_cache(maxsize=4)
@@ -120,9 +140,7 @@ class ModelWorker:
                 return
             if self._pool is None:
                 ctx = multiprocessing.get_context("spawn")  # never fork a process that runs threads and OpenMP
-                self._pool = ProcessPoolExecutor(
-                    1, mp_context=ctx, initializer=torch.set_num_threads, initargs=(self.limit.threads,)
-                )
+                self._pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=_init, initargs=(self.limit.threads,))
             pool = self._pool
             self._asked.add(path)
         try:

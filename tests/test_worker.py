@@ -71,6 +71,58 @@ def test_a_dead_worker_is_replaced(worker, loaded):
     assert_same(worker.call(loaded, analyze, SENTENCES[0]), expected)
 
 
+PARENT_SCRIPT = """
+import sys, time
+from serving.limits import CallLimit
+from serving.worker import ModelWorker
+w = ModelWorker(CallLimit(1, threads=1))
+w.start(sys.argv[1])
+while not w.ready(sys.argv[1]):
+    time.sleep(0.1)
+print(*w._pool._processes, flush=True)
+time.sleep(600)
+"""
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not ended (a zombie, ended but not yet reaped, counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_worker_ends_when_its_server_is_killed(tmp_path):
+    """A server killed outright (SIGKILL: no shutdown runs) must not leave its model worker running, holding a model:
+    a replica the out-of-memory killer ends would leak one each time. Before the parent watch (serving.worker._init)
+    the worker ran on, reparented, until killed by hand."""
+    import subprocess
+
+    script = tmp_path / "server.py"
+    script.write_text(PARENT_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    parent = subprocess.Popen([sys.executable, str(script), str(CKPT)], cwd=root, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        (pid,) = map(int, parent.stdout.readline().split())  # the worker's pid, once it has loaded the model
+        assert running(pid)
+        parent.kill()
+        parent.wait(timeout=15)
+        end = time.monotonic() + 15
+        while running(pid) and time.monotonic() < end:
+            time.sleep(0.1)
+        alive = running(pid)
+        if alive:
+            os.kill(pid, signal.SIGKILL)
+        assert not alive, "the model worker outlived its killed server"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        parent.wait(timeout=15)
+
+
 def test_a_function_that_cannot_travel_runs_here(worker, loaded):
     seen = []
 
