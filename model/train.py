@@ -334,6 +334,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="make each next epoch's swapped examples and batches in a forked worker while this one trains "
         "(for a GPU, whose steps outpace the few seconds this takes; on a busy CPU it competes with training)",
     )
+    ap.add_argument(
+        "--profile-steps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="profile N training steps after the first 10 (torch.profiler, host and GPU) into OUT/profile.txt: "
+        "where a step's time goes",
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--train-size", type=int, default=20000, help="reverse task: training pairs")
     return ap.parse_args(argv)
@@ -474,6 +482,58 @@ def epochs_of(inputs: tuple, first: int, last: int, prefetch: bool) -> Iterator[
             yield data
 
 
+def gpu_memory_line(device: torch.device) -> str:
+    """On a GPU, what the caching allocator did so far: peak memory, cudaMalloc calls and retries (a retry frees every
+    cached block and waits for the device: with batch shapes that vary and several runs sharing one GPU, a cause of
+    a host-bound loop). Empty on the CPU."""
+    if device.type != "cuda":
+        return ""
+    s = torch.cuda.memory_stats(device)
+    return (
+        f" | GPU peak {torch.cuda.max_memory_allocated(device) / 2**30:.1f} GiB, {s.get('num_device_alloc', 0)} "
+        f"cudaMalloc, {s.get('num_alloc_retries', 0)} allocation retries"
+    )
+
+
+class StepProfiler:
+    """``--profile-steps``: torch.profiler over training steps ``first .. first + n - 1`` (host, and the GPU's kernels
+    when training on one), written as tables to ``path`` when the last one ends: what each step spends its time on."""
+
+    def __init__(self, path: Path, device: torch.device, *, first: int, n: int):
+        self.path, self.device, self.first, self.n = path, device, first, n
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self.prof = torch.profiler.profile(activities=activities)
+        self.t0, self.running = 0.0, False
+
+    def at(self, step: int) -> None:
+        """Call at the start of each step (1-based, before the batch moves to the device)."""
+        if step == self.first:
+            self.prof.start()
+            self.t0, self.running = time.perf_counter(), True
+        elif step == self.first + self.n:
+            self.close(step)
+
+    def close(self, step: int) -> None:
+        """Stop and write the tables, if profiling (``step``: the step about to start, or one past the last)."""
+        if not self.running:
+            return
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        n = step - self.first
+        wall = (time.perf_counter() - self.t0) / max(n, 1)
+        self.prof.stop()
+        self.running = False
+        events = self.prof.key_averages()
+        lines = [f"{n} steps from step {self.first}, device {self.device}: {wall * 1e3:.1f} ms a step (wall)"]
+        lines.append(events.table(sort_by="self_cpu_time_total", row_limit=30))
+        if self.device.type == "cuda":
+            lines.append(events.table(sort_by="self_device_time_total", row_limit=20))
+        self.path.write_text("\n".join(lines) + "\n")
+        tqdm.write(f"profile of {n} steps: {self.path} ({wall * 1e3:.1f} ms a step)")
+
+
 def main(argv=None) -> dict:
     a = parse_args(argv)
     from model.checkpoint import pick_device
@@ -606,6 +666,7 @@ def main(argv=None) -> dict:
     stop = False
     inputs = (tok, train_ex, swappers, corpus_weights, a.seed, cfg.max_len, a.max_tokens)
     data = epochs_of(inputs, meta["epoch"] + 1, a.epochs, a.prefetch)
+    profiler = StepProfiler(out / "profile.txt", device, first=step + 11, n=a.profile_steps) if a.profile_steps else None
     for epoch in range(meta["epoch"] + 1, a.epochs + 1):
         t0 = time.time()
         loss_sum, tok_sum, n_tok_epoch = 0.0, 0, 0
@@ -616,8 +677,10 @@ def main(argv=None) -> dict:
             tgt = pad_batch([epoch_ex[i][1] for i in idx], tok.pad_id)
             # counted on the CPU: reading a GPU tensor would make the host wait for every step
             n_tok = int((tgt[:, 1:] != tok.pad_id).sum()) + int((src != tok.pad_id).sum())
-            src, tgt = src.to(device), tgt.to(device)
             step += 1
+            if profiler is not None:
+                profiler.at(step)
+            src, tgt = src.to(device), tgt.to(device)
             time_frac = (elapsed + time.time() - t0) / (a.max_minutes * 60) if a.max_minutes else 0.0
             lr = lr_at(step, a.lr, a.warmup, total_steps, a.schedule, time_frac)
             for g in opt.param_groups:
@@ -650,6 +713,8 @@ def main(argv=None) -> dict:
                 stop = True
                 break
         bar.close()
+        if profiler is not None:
+            profiler.close(step + 1)  # an epoch's end ends a profile: validation is not a training step
         skip = 0
         tps = n_tok_epoch / max(time.time() - t0, 1e-9)
         # Validation is part of the wall-clock budget: --max-minutes bounds training + evaluation.
@@ -681,6 +746,7 @@ def main(argv=None) -> dict:
             + (f" | EMA val loss {row['ema_val_loss']:.3f} BLEU {row['ema_val_bleu']:.2f}" if a.ema else "")
             + (f" ({row['ema_val_bleu_by_corpus']})" if row.get("ema_val_bleu_by_corpus") else "")
             + f" | {tps:.0f} tok/s, {elapsed / 60:.1f} min"
+            + gpu_memory_line(device)
         )
         for which, bleu, weights in [("raw", val_bleu, raw), ("ema", row.get("ema_val_bleu", -1), {**raw, **ema})]:
             if bleu > meta["best_bleu"]:

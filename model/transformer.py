@@ -188,11 +188,10 @@ def attention(
     scale = 1.0 / (math.sqrt(q.size(-1)) * temperature)
     dead = None
     if allowed is not None:
-        dead = ~allowed.any(dim=-1, keepdim=True)  # (B|1, H|1, T_q, 1): rows with no key
-        if bool(dead.any()):
-            allowed = allowed | dead  # give dead rows every key, zero them below: no NaN
-        else:
-            dead = None
+        # Rows with no allowed key get every key, and are zeroed below: no NaN. Applied whether or not a row is dead:
+        # asking first would make the host wait for a GPU at every attention call (9 times a training step).
+        dead = ~allowed.any(dim=-1, keepdim=True)  # (B|1, H|1, T_q, 1)
+        allowed = allowed | dead
     if need_weights:
         scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (B, H, T_q, T_k)
         if allowed is not None:
@@ -639,6 +638,7 @@ class Transformer(nn.Module):
 
         Returns ``(B, 1, 1, S)`` booleans (True: may be read), or None when every key may be read (attention then
         skips the mask). What ``encode`` uses for the encoder's self-attention and the decoder's cross-attention.
+        On a GPU the mask is returned even when it hides nothing: checking would make the host wait for the device.
         """
         S = src.size(1)
         src_allowed = (src != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, S)
@@ -646,7 +646,7 @@ class Transformer(nn.Module):
             hidden = torch.zeros(S, dtype=torch.bool, device=src.device)
             hidden[[i for i in iv.src_hidden if 0 <= i < S]] = True
             src_allowed = src_allowed & ~hidden  # (B, 1, 1, S)
-        return None if bool(src_allowed.all()) else src_allowed
+        return None if src.device.type == "cpu" and bool(src_allowed.all()) else src_allowed
 
     # -- the three entry points -----------------------------------------------------------
     def encode(

@@ -56,6 +56,17 @@ def test_tiny_reverse_run_writes_a_checkpoint_and_resumes(tmp_path, capsys):
     assert (out / "vocab.json").read_text() == vocab_before
 
 
+def test_profile_steps_writes_where_a_step_spends_its_time(tmp_path, capsys):
+    """--profile-steps N: torch.profiler over N steps after the first 10, as tables in OUT/profile.txt."""
+    out = tmp_path / "run"
+    main([*TINY, "--epochs", "1", "--train-size", "1500", "--out", str(out), "--profile-steps", "3"])  # ~20 steps
+    text = (out / "profile.txt").read_text()
+    assert text.startswith("3 steps from step 11, device cpu: ") and "ms a step (wall)" in text
+    ops = {line.split()[0] for line in text.splitlines() if line.strip().startswith("aten::")}
+    assert {"aten::mm", "aten::addmm"} & ops, text  # the model's own products were recorded
+    assert "profile of 3 steps" in capsys.readouterr().out
+
+
 def test_prefetched_epochs_train_exactly_as_inline_ones(tmp_path):
     """--prefetch makes each next epoch's data in a forked worker: the same batches, so the same run."""
     logs = []
