@@ -45,7 +45,9 @@ timings of a profiled burst are slower than without: py-spy shares the cores.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
+import functools
 import hashlib
 import html
 import json
@@ -439,6 +441,14 @@ class Setup:
 REPLICA_ENV = {"ATTENTION_EXPLORER_MODEL_PROCESS": "0", "OMP_NUM_THREADS": "1"}  # as deploy/compose.yaml's app services
 
 
+@functools.lru_cache(maxsize=1)
+def frontend() -> Path:
+    """The Streamlit frontend nginx serves, as deploy/'s proxy image holds it: made once per process, removed at exit."""
+    folder = Path(tempfile.mkdtemp(prefix="bench-frontend-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return nginx.write_frontend(folder)
+
+
 class Server:
     """``streamlit run app.py`` on 127.0.0.1 at a free port (``port``), or ``Setup.replicas`` of them behind nginx
     (``port`` is nginx's); stopped on exit. ``pids``: the Streamlit processes (their children are the model worker
@@ -461,7 +471,7 @@ class Server:
         if not single:
             self.workdir = Path(tempfile.mkdtemp(prefix="bench-class-nginx-"))
             self.port = ba.free_port()
-            nginx.write_conf(self.workdir, [f"{HOST}:{p}" for p in self.ports], f"{HOST}:{self.port}")
+            nginx.write_conf(self.workdir, [f"{HOST}:{p}" for p in self.ports], f"{HOST}:{self.port}", frontend())
             out = (logs / log_name.replace(".log", "-nginx.log")).open("w")
             self.proxy = subprocess.Popen(
                 nginx.command(self.workdir), stdout=out, stderr=subprocess.STDOUT, start_new_session=True

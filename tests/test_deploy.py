@@ -11,12 +11,14 @@ translation served by the other replica. Skips with a reason when nginx, chromiu
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import re
 import shutil
 import subprocess
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,12 +87,24 @@ def upstream_servers(conf: str) -> list[str]:
 
 
 def app_services(compose: dict) -> dict[str, dict]:
-    """The compose services built from deploy/Dockerfile: the app replicas."""
+    """The compose services built from deploy/Dockerfile's app stage: the app replicas."""
     return {
         name: svc
         for name, svc in compose["services"].items()
-        if isinstance(svc.get("build"), dict) and svc["build"].get("dockerfile") == "deploy/Dockerfile"
+        if isinstance(svc.get("build"), dict)
+        and svc["build"].get("dockerfile") == "deploy/Dockerfile"
+        and svc["build"].get("target") == "app"
     }
+
+
+def stages(steps: list[tuple[str, str]]) -> dict[str, list[tuple[str, str]]]:
+    """A Dockerfile's instructions by stage name (``FROM image AS name``), each stage's FROM first."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for instruction, args in steps:
+        if instruction == "FROM":
+            current = out.setdefault(args.split()[-1] if " AS " in args.upper() else args, [])
+        current.append((instruction, args))
+    return out
 
 
 def seconds(value: str) -> int:
@@ -124,6 +138,9 @@ def test_compose_runs_one_app_service_per_nginx_upstream_server():
         assert env.get("ATTENTION_EXPLORER_MODEL_PROCESS") == "0", f"{name}: the model runs in the replica's process"
     proxy = compose["services"]["nginx"]
     assert "./nginx.conf:/etc/nginx/nginx.conf:ro" in proxy["volumes"], "nginx must run deploy/nginx.conf"
+    build = proxy["build"]
+    assert (build["dockerfile"], build["target"]) == ("deploy/Dockerfile", "proxy"), "nginx: the Dockerfile's proxy stage"
+    assert (COMPOSE.parent / build["context"]).resolve() == ROOT, "nginx: built from the repository, as the replicas"
     assert [p.split(":")[-1] for p in proxy["ports"]] == ["80"], "nginx publishes the port it listens on (80)"
     depends = proxy["depends_on"]
     assert sorted(depends) == sorted(apps), "nginx must wait for every app replica"
@@ -131,11 +148,13 @@ def test_compose_runs_one_app_service_per_nginx_upstream_server():
 
 
 def test_dockerfile_serves_streamlit_on_the_port_and_health_path_nginx_uses():
-    steps = dockerfile_instructions(DOCKERFILE.read_text(encoding="utf-8"))
+    by_stage = stages(dockerfile_instructions(DOCKERFILE.read_text(encoding="utf-8")))
+    assert list(by_stage) == ["base", "frontend", "proxy", "app"], "the app is the last stage: the default target"
+    assert by_stage["base"][0] == ("FROM", "python:3.11-slim AS base") and by_stage["app"][0] == ("FROM", "base AS app")
+    steps = by_stage["base"] + by_stage["app"]  # what the app image is made of
     args = {}
     for instruction, arg in steps:
         args.setdefault(instruction, []).append(arg)
-    assert args["FROM"] == ["python:3.11-slim"]
     assert args["EXPOSE"] == [str(APP_PORT)]
     (health,) = args["HEALTHCHECK"]
     assert f"http://127.0.0.1:{APP_PORT}{HEALTH_PATH}" in health, "HEALTHCHECK must ask Streamlit's health endpoint"
@@ -158,6 +177,42 @@ def test_dockerfile_serves_streamlit_on_the_port_and_health_path_nginx_uses():
         "--client.showErrorDetails": "none",
         "--client.toolbarMode": "viewer",
     }
+
+
+def test_the_proxy_image_serves_the_apps_own_streamlit_frontend():
+    """nginx serves /static/ (the frontend's hashed scripts, styles, fonts) from a copy of the app image's own
+    Streamlit with gzip twins, made by ``python -m serving.nginx frontend`` in the Dockerfile; a file it lacks goes on
+    to the replicas; module scripts come with their MIME type."""
+    by_stage = stages(dockerfile_instructions(DOCKERFILE.read_text(encoding="utf-8")))
+    assert by_stage["frontend"][0] == ("FROM", "base AS frontend"), "the frontend comes from the app's own packages"
+    assert ("RUN", f"python -m serving.nginx frontend {nginx.FRONTEND_ROOT}") in by_stage["frontend"]
+    assert by_stage["proxy"][0][1].startswith("nginx:") and by_stage["proxy"][0][1].endswith(" AS proxy")
+    assert ("COPY", f"--from=frontend {nginx.FRONTEND_ROOT} {nginx.FRONTEND_ROOT}") in by_stage["proxy"]
+    conf = NGINX_CONF.read_text(encoding="utf-8")
+    static = block(conf, "location /static/")
+    assert directives(static, "root") == [nginx.FRONTEND_ROOT]
+    assert directives(static, "gzip_static") == ["on"] and directives(static, "try_files") == ["$uri @replica"]
+    replica = block(conf, "location @replica")
+    assert directives(replica, "proxy_pass") == ["http://streamlit"]
+    assert "Host $http_host" in directives(replica, "proxy_set_header")
+    assert directives(block(conf, "http"), "include") == ["/etc/nginx/mime.types"]
+
+
+def test_write_frontend_copies_every_file_with_a_gzip_twin_of_each_text_file(tmp_path):
+    src = tmp_path / "src"
+    (src / "js").mkdir(parents=True)
+    (src / "media").mkdir()
+    files = {"js/main.abc123.js": b"console.log('hi');\n" * 200, "media/font.def456.woff2": bytes(range(256)) * 8}
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    dest = nginx.write_frontend(tmp_path / "out", src)
+    for name, data in files.items():
+        assert (dest / "static" / name).read_bytes() == data
+    js = dest / "static" / "js" / "main.abc123.js"
+    assert gzip.decompress(js.with_name(js.name + ".gz").read_bytes()) == files["js/main.abc123.js"]
+    assert js.with_name(js.name + ".gz").stat().st_mtime == js.stat().st_mtime  # one Last-Modified for both
+    assert not (dest / "static" / "media" / "font.def456.woff2.gz").exists(), "woff2 is compressed already"
+    assert nginx.streamlit_static().joinpath("js").is_dir(), "the installed Streamlit's bundle has moved"
 
 
 def test_nginx_conf_is_sticky_and_keeps_the_websocket_open():
@@ -197,6 +252,11 @@ def test_nginx_conf_for_replaces_servers_listen_and_paths(tmp_path):
     assert upstream_servers(conf) == ["127.0.0.1:7001", "127.0.0.1:7002"]
     assert directives(block(conf, "server"), "listen") == ["127.0.0.1:7000"]
     assert "/var/log/" not in conf and f"proxy_temp_path {tmp_path}/proxy;" in conf
+    assert directives(block(conf, "location /static/"), "root") == [f"{tmp_path}/frontend"]
+    other = nginx.conf_for(
+        NGINX_CONF.read_text(encoding="utf-8"), ["127.0.0.1:7001"], "127.0.0.1:7000", tmp_path, tmp_path / "fe"
+    )
+    assert directives(block(other, "location /static/"), "root") == [f"{tmp_path}/fe"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -212,10 +272,11 @@ class Proxy:
 
 @contextlib.contextmanager
 def nginx_proxy(workdir: Path, ports: list[int]) -> Iterator[Proxy]:
-    """Debian's nginx with the shipped config in front of the replicas at ``ports``, on a free loopback port."""
+    """Debian's nginx with the shipped config in front of the replicas at ``ports``, on a free loopback port, serving
+    the Streamlit frontend as the proxy image does (``write_frontend``)."""
     port = free_port()
     servers = [f"127.0.0.1:{p}" for p in ports]
-    nginx.write_conf(workdir, servers, f"127.0.0.1:{port}")
+    nginx.write_conf(workdir, servers, f"127.0.0.1:{port}", nginx.write_frontend(workdir / "frontend-copy"))
     proxy = Proxy(f"http://127.0.0.1:{port}", workdir / "access.log")
     ARTIFACTS.mkdir(exist_ok=True)
     with open(ARTIFACTS / "deploy-nginx.log", "w") as log:
@@ -311,11 +372,25 @@ def test_a_reload_after_its_replica_dies_shows_the_same_page_from_the_other_repl
         # (logged when it closed) included, went to one replica.
         route = next(c["value"] for c in page.context.cookies() if c["name"] == ROUTE_COOKIE)
         wait_for("logged WebSocket", lambda: any(r["uri"] == STREAM_PATH for r in requests_of(proxy.access_log, route)))
-        served = {replicas_tried(r)[-1] for r in requests_of(proxy.access_log, route)}
+        # The frontend's files came from nginx itself (no upstream), everything else from one replica.
+        logged = requests_of(proxy.access_log, route)
+        static = [r for r in logged if r["uri"].startswith("/static/")]
+        assert len(static) > 20 and all(r["upstream"] == "-" and r["status"] == "200" for r in static), static[:5]
+        served = {replicas_tried(r)[-1] for r in logged if not r["uri"].startswith("/static/")}
         assert len(served) == 1, f"not sticky: one browser's requests went to {served}"
         (address,) = served
         dead = next(r for r in replicas if address == f"127.0.0.1:{r.port}")
         alive = next(r for r in replicas if r is not dead)
+
+        # The largest of them, compressed by nginx's twin: the same bytes as the replica's own, a third of them.
+        plotly = next(r["uri"] for r in static if "/PlotlyChart." in r["uri"])
+        ask = {"Accept-Encoding": "gzip"}
+        with urllib.request.urlopen(urllib.request.Request(proxy.url + plotly, headers=ask), timeout=30) as r:
+            assert r.headers["Content-Encoding"] == "gzip" and r.headers["Content-Type"] == "application/javascript"
+            sent = r.read()
+        with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{dead.port}{plotly}"), timeout=30) as r:
+            original = r.read()
+        assert gzip.decompress(sent) == original and len(sent) < len(original) / 2
 
         seen = len(requests_of(proxy.access_log, route))
         dead.proc.kill()
@@ -333,7 +408,7 @@ def test_a_reload_after_its_replica_dies_shows_the_same_page_from_the_other_repl
         since = [
             r
             for r in requests_of(proxy.access_log, route)[seen:]
-            if not (r["uri"] == STREAM_PATH and replicas_tried(r) == [address])
+            if not (r["uri"] == STREAM_PATH and replicas_tried(r) == [address]) and not r["uri"].startswith("/static/")
         ]
         assert since, "no request of this browser after the replica died"
         assert {replicas_tried(r)[-1] for r in since} == {f"127.0.0.1:{alive.port}"}, "answered by the dead replica?"
