@@ -510,28 +510,41 @@ class StepProfiler:
     def at(self, step: int) -> None:
         """Call at the start of each step (1-based, before the batch moves to the device)."""
         if step == self.first:
-            self.prof.start()
+            try:
+                self.prof.start()
+            except Exception as e:  # e.g. no CUPTI for the GPU's kernels
+                self._failed(e)
+                return
             self.t0, self.running = time.perf_counter(), True
         elif step == self.first + self.n:
             self.close(step)
 
     def close(self, step: int) -> None:
-        """Stop and write the tables, if profiling (``step``: the step about to start, or one past the last)."""
+        """Stop and write the tables, if profiling (``step``: the step about to start, or one past the last). A
+        profiler that fails writes why to ``path`` and the run goes on: a profile is never worth a training run."""
         if not self.running:
             return
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        n = step - self.first
-        wall = (time.perf_counter() - self.t0) / max(n, 1)
-        self.prof.stop()
         self.running = False
-        events = self.prof.key_averages()
-        lines = [f"{n} steps from step {self.first}, device {self.device}: {wall * 1e3:.1f} ms a step (wall)"]
-        lines.append(events.table(sort_by="self_cpu_time_total", row_limit=30))
-        if self.device.type == "cuda":
-            lines.append(events.table(sort_by="self_device_time_total", row_limit=20))
+        try:
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            n = step - self.first
+            wall = (time.perf_counter() - self.t0) / max(n, 1)
+            self.prof.stop()
+            events = self.prof.key_averages()
+            lines = [f"{n} steps from step {self.first}, device {self.device}: {wall * 1e3:.1f} ms a step (wall)"]
+            lines.append(events.table(sort_by="self_cpu_time_total", row_limit=30))
+            if self.device.type == "cuda":
+                lines.append(events.table(sort_by="self_device_time_total", row_limit=20))
+        except Exception as e:
+            self._failed(e)
+            return
         self.path.write_text("\n".join(lines) + "\n")
         tqdm.write(f"profile of {n} steps: {self.path} ({wall * 1e3:.1f} ms a step)")
+
+    def _failed(self, e: Exception) -> None:
+        self.path.write_text(f"profiling failed: {e!r}\n")
+        tqdm.write(f"profiling failed: {e!r}")
 
 
 def main(argv=None) -> dict:

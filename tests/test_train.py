@@ -67,6 +67,19 @@ def test_profile_steps_writes_where_a_step_spends_its_time(tmp_path, capsys):
     assert "profile of 3 steps" in capsys.readouterr().out
 
 
+def test_a_failing_profiler_does_not_stop_the_run(tmp_path, monkeypatch):
+    """A profiler that cannot start (no CUPTI on a GPU machine, say) writes why and the run trains on."""
+
+    def refuse(self):
+        raise RuntimeError("no profiler here")
+
+    monkeypatch.setattr(torch.profiler.profile, "start", refuse)
+    out = tmp_path / "run"
+    meta = main([*TINY, "--epochs", "1", "--train-size", "1500", "--out", str(out), "--profile-steps", "3"])
+    assert (out / "profile.txt").read_text().startswith("profiling failed: RuntimeError('no profiler here')")
+    assert meta["step"] > 13 and (out / "model.safetensors").is_file()
+
+
 def test_prefetched_epochs_train_exactly_as_inline_ones(tmp_path):
     """--prefetch makes each next epoch's data in a forked worker: the same batches, so the same run."""
     logs = []
