@@ -100,10 +100,13 @@ def app_services(compose: dict) -> dict[str, dict]:
 def stages(steps: list[tuple[str, str]]) -> dict[str, list[tuple[str, str]]]:
     """A Dockerfile's instructions by stage name (``FROM image AS name``), each stage's FROM first."""
     out: dict[str, list[tuple[str, str]]] = {}
+    current = out.setdefault("", [])  # instructions before the first FROM (a global ARG)
     for instruction, args in steps:
         if instruction == "FROM":
             current = out.setdefault(args.split()[-1] if " AS " in args.upper() else args, [])
         current.append((instruction, args))
+    if not out[""]:
+        del out[""]
     return out
 
 
