@@ -416,6 +416,34 @@ def random_number_like(number: str, rng: random.Random) -> str:
     return new
 
 
+# English words that put a clock time in the afternoon or evening, which German writes on the 24-hour clock
+AFTERNOON = re.compile(r"\b(?:p\.?\s?m\b|afternoon|evening|tonight|night)", re.IGNORECASE)
+
+
+def later_times(src: str, tgt: str) -> list[str]:
+    """The English clock times of ``src`` (hour 1-11) that ``tgt`` writes 12 hours later and never as they are:
+    "7:30 tonight" -> "19:30 Uhr", "2:30 p.m." -> "14.30 Uhr". In BConTrasT's chats German often does this with no
+    word of the English sentence saying so (the conversation around it did: "6:55." -> "18:55."): 102 of its
+    training pairs, and 5 of Tatoeba's. A model trained on them adds 12 hours to a plain "I get up at 6:15"
+    (stage 14: 32 of 240 such times). ``drop_context_times`` leaves those pairs out; the rest are swapped
+    consistently (``substitute_entities``: a new time on the English side, 12 hours later on the German side)."""
+    found = []
+    for m in NUMBER.finditer(src):
+        t = m.group()
+        if not TIME.fullmatch(t) or t in found or re.search(_number_pattern(t, german=True), tgt):
+            continue
+        hour, minute = t.split(":")
+        if 1 <= int(hour) <= 11 and re.search(_number_pattern(f"{int(hour) + 12}:{minute}", german=True), tgt):
+            found.append(t)
+    return found
+
+
+def drop_context_times(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``pairs`` without those whose German side moves a clock time 12 hours later (``later_times``) while nothing
+    in the English sentence says afternoon or evening (``AFTERNOON``): what decided it is outside the pair."""
+    return [(s, t) for s, t in pairs if not (later_times(s, t) and not AFTERNOON.search(s))]
+
+
 def substitute_entities(src: str, tgt: str, entities: list[str], pools: EntityPools, rng: random.Random) -> tuple[str, str]:
     """Replace each entity of ``entities`` (from ``shared_entities``) by the same random name, place or
     number on both sides; a German genitive "-s" stays attached ("Toms" -> "Amiras"), and a clock time
@@ -431,25 +459,45 @@ def substitute_entities(src: str, tgt: str, entities: list[str], pools: EntityPo
     return src, tgt
 
 
+def substitute_later_times(src: str, tgt: str, times: list[str], rng: random.Random) -> tuple[str, str]:
+    """Replace each English clock time of ``times`` (from ``later_times``) by a random one of the same shape, and the
+    German time 12 hours after it by the time 12 hours after the new one ("7:30 tonight" / "19:30 Uhr" -> "4:05
+    tonight" / "16:05 Uhr"): the pair still says that an evening time is written on the 24-hour clock, for any time."""
+    for t in times:
+        hour, minute = t.split(":")
+        new_hour = rng.randint(1, 9) if len(hour) == 1 else rng.randint(10, 11)
+        new_minute = f"{rng.randint(0, 59):02d}"
+        src = re.sub(_number_pattern(t), f"{new_hour}:{new_minute}", src)
+        tgt = re.sub(_number_pattern(f"{int(hour) + 12}:{minute}", german=True), f"{new_hour + 12}:{new_minute}", tgt)
+    return src, tgt
+
+
 class EntitySwapper:
     """Entity substitution for a list of training pairs, fresh each epoch.
 
     ``swapped(epoch)`` returns, for each pair index that has a shared entity, its changed pair with
     probability ``p`` (a fresh draw each epoch, deterministic for ``seed`` and ``epoch``); pairs
-    without a shared entity are never changed.
+    without a shared entity are never changed. With ``later`` a pair whose German side writes an English clock
+    time 12 hours later (``later_times``) is swapped too, both times moved together (``substitute_later_times``).
     """
 
-    def __init__(self, pairs: list[tuple[str, str]], pools: EntityPools, p: float = 0.5, seed: int = 0):
+    def __init__(self, pairs: list[tuple[str, str]], pools: EntityPools, p: float = 0.5, seed: int = 0, *, later: bool = False):
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"entity substitution probability must be in [0, 1], got {p}")
         names = proper_nouns(s for s, _ in pairs)
         self.pairs, self.pools, self.p, self.seed = pairs, pools, p, seed
         self.entities = {i: e for i, (s, t) in enumerate(pairs) if (e := shared_entities(s, t, names))}
+        self.later = {i: lt for i, (s, t) in enumerate(pairs) if (lt := later_times(s, t))} if later else {}
 
     def swapped(self, epoch: int) -> dict[int, tuple[str, str]]:
         rng = random.Random(f"{self.seed}:{epoch}")
         out = {}
-        for i, ents in self.entities.items():
+        for i in sorted(self.entities.keys() | self.later.keys()) if self.later else self.entities:
             if rng.random() < self.p:
-                out[i] = substitute_entities(*self.pairs[i], ents, self.pools, rng)
+                src, tgt = self.pairs[i]
+                if i in self.entities:
+                    src, tgt = substitute_entities(src, tgt, self.entities[i], self.pools, rng)
+                if i in self.later:
+                    src, tgt = substitute_later_times(src, tgt, self.later[i], rng)
+                out[i] = src, tgt
         return out

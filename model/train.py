@@ -39,6 +39,7 @@ from model.data import (
     corpus_dir,
     default_data_dir,
     dev_split,
+    drop_context_times,
     entity_pools,
     pad_batch,
     parse_corpus_spec,
@@ -329,6 +330,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         'vocabulary ("Tim", "Raj") and 0-2 word pieces: names that are one rare piece are practised as targets',
     )
     ap.add_argument(
+        "--drop-context-times",
+        action="store_true",
+        help="leave out training pairs whose German side writes an English clock time 12 hours later with no "
+        "afternoon or evening word in the English (BConTrasT's chats: the conversation decided), and with "
+        "--entity-swap swap the other such pairs' times together (model.data.later_times)",
+    )
+    ap.add_argument(
         "--prefetch",
         action="store_true",
         help="make each next epoch's swapped examples and batches in a forked worker while this one trains "
@@ -373,6 +381,8 @@ def load_data(a) -> tuple[list[Corpus], list[Corpus]]:
         val_names = a.val_corpus or [n for n in ("multi30k", "tatoeba") if n in names] or names
         try:
             train = [Corpus(n, _pairs(corpus_dir(n, a.data_root), "train", a), w) for n, w in specs]
+            if a.drop_context_times:  # training pairs only: the dev and test splits stay as they are
+                train = [Corpus(c.name, drop_context_times(c.pairs), c.weight) for c in train]
             val = [Corpus(n, _pairs(d, dev_split(d, a.src_lang), a)) for n in val_names for d in [corpus_dir(n, a.data_root)]]
         except FileNotFoundError as e:
             raise SystemExit(str(e)) from None
@@ -572,7 +582,8 @@ def main(argv=None) -> dict:
             piece_names=a.entity_piece_names, pieces=word_pieces(texts),
             piece_heads=a.entity_piece_heads, heads=capital_pieces(texts),
         )  # fmt: skip
-        swappers = [EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed) for c in train_sets]
+        later = a.drop_context_times
+        swappers = [EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed, later=later) for c in train_sets]
         if a.entity_corpus:  # copy practice: every pair with a shared entity once more, always swapped
             pairs = [c.pairs[i] for c, sw in zip(train_sets, swappers, strict=True) for i in sorted(sw.entities)]
             train_sets.append(Corpus("entities", pairs, a.entity_corpus))
@@ -669,6 +680,7 @@ def main(argv=None) -> dict:
         f"{model.n_params() / 1e6:.2f}M parameters, vocab {tok.vocab_size} (target {tok.tgt_vocab_size}), "
         + ", ".join(f"{c.name} {sum(x is not None for x in e)}x{c.weight:g}" for c, e in zip(train_sets, train_ex, strict=True))
         + (f", entity swap p={a.entity_swap} on {sum(len(sw.entities) for sw in swappers)} pairs" if swappers else "")
+        + (f" and {sum(len(sw.later) for sw in swappers)} with an evening time" if a.drop_context_times and swappers else "")
         + f" train / {len(val_ex)} val pairs ({', '.join(c.name for c in val_sets)}), "
         f"{steps_per_epoch} steps/epoch, device {device}"
     )

@@ -14,10 +14,13 @@ from model.data import (
     EntityPools,
     EntitySwapper,
     capital_pieces,
+    drop_context_times,
+    later_times,
     proper_nouns,
     random_number_like,
     shared_entities,
     substitute_entities,
+    substitute_later_times,
     word_pieces,
 )
 
@@ -226,3 +229,53 @@ def test_piece_heads_begin_a_piece_name_with_a_capitalised_piece():
     assert all(re.fullmatch(r"(?:Tim|Raj)(?:a|ha){0,2}", w) for w in headed)
     plain = EntityPools(("Amira",), ("Kowalczyk",), ("Tampere",), piece_names=1.0, pieces=("a", "ha"), heads=heads)
     assert not any(plain.draw(rng).startswith(heads) for _ in range(200))  # piece_heads 0: none
+
+
+def test_later_times_are_english_clock_times_that_german_writes_twelve_hours_later():
+    assert later_times("6:55.", "18:55.") == ["6:55"]
+    assert later_times("The train leaves at 2:30 p.m.", "Der Zug fährt um 14.30 Uhr ab.") == ["2:30"]  # German's dot
+    assert later_times("Shows at 10:40 and 10:40 again.", "Um 22:40 und 22:40.") == ["10:40"]
+    assert later_times("It's 7:45.", "Es ist 7:45 Uhr.") == []  # copied: a shared entity, not a later time
+    assert later_times("at 12:30", "um 0:30") == [] and later_times("at 9:30", "um 19:30") == []  # 12 h, not 10
+    assert later_times("at 7:45", "um 17:45 oder 19:45") == ["7:45"]
+
+
+def test_only_later_times_without_an_evening_word_are_left_out():
+    pairs = [
+        ("6:55.", "18:55."),  # the chat said it was evening, the sentence does not: out
+        ("Let's take the 4:10 train.", "Lass uns den Zug um 16:10 Uhr nehmen."),  # out
+        ("I have tickets for 7:30 tonight.", "Ich habe Tickets für 19:30 Uhr heute Abend."),
+        ("It's 4:30 in the afternoon.", "Es ist 16:30 Uhr."),
+        ("My flight arrived at 2:30 p.m.", "Mein Flug ist um 14.30 Uhr angekommen."),
+        ("It's 7:45.", "Es ist 7:45 Uhr."),
+        ("I like apples.", "Ich mag Äpfel."),
+    ]
+    assert drop_context_times(pairs) == pairs[2:]
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_an_evening_time_is_swapped_together_with_its_german_time(seed):
+    src, tgt = "I have tickets for 7:30 tonight, not 9:05.", "Ich habe Tickets für 19.30 Uhr heute Abend, nicht 9:05."
+    new_src, new_tgt = substitute_later_times(src, tgt, later_times(src, tgt), random.Random(seed))
+    (time, other), (german, german_other) = re.findall(r"\d+:\d\d", new_src), re.findall(r"\d+:\d\d", new_tgt)
+    hour, minute = time.split(":")
+    assert len(hour) == 1 and 1 <= int(hour) <= 9 and 0 <= int(minute) <= 59
+    assert german == f"{int(hour) + 12}:{minute}"  # 12 hours later, with the English colon
+    assert (other, german_other) == ("9:05", "9:05")  # a time German copies is left to the entity swap
+    assert new_src == src.replace("7:30", time) and new_tgt == tgt.replace("19.30", german)
+
+
+def test_the_swapper_moves_evening_times_only_when_asked():
+    pairs = [
+        ("I have tickets for 7:30 tonight.", "Ich habe Tickets für 19:30 Uhr heute Abend."),
+        ("I like apples.", "Ich mag Äpfel."),
+    ]
+    assert EntitySwapper(pairs, POOLS, p=1.0).swapped(0) == {}  # as before the option: no shared entity, untouched
+    later = EntitySwapper(pairs, POOLS, p=1.0, later=True)
+    for epoch in range(5):
+        (i, (src, tgt)), *rest = later.swapped(epoch).items()
+        assert i == 0 and rest == []
+        (time,) = re.findall(r"\d+:\d\d", src)
+        h, m = time.split(":")
+        assert re.findall(r"\d+:\d\d", tgt) == [f"{int(h) + 12}:{m}"]

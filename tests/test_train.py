@@ -309,3 +309,18 @@ def test_piece_names_are_made_of_the_init_checkpoints_word_pieces(tmp_path):
         init_piece_texts(Namespace(init_from=None))
     args = parse_args(["--out", str(tmp_path), "--entity-swap", "0.5", "--entity-piece-names", "0.3"])
     assert args.entity_piece_names == 0.3
+
+
+def test_drop_context_times_leaves_evening_times_out_of_training_only(tmp_path):
+    chat = tmp_path / "chat"
+    chat.mkdir()
+    pairs = {"train": [("6:55.", "18:55."), ("At 7:30 tonight.", "Um 19:30 Uhr heute Abend."), ("Hi.", "Hallo.")]}
+    pairs["dev"] = pairs["train"]
+    for split, ps in pairs.items():
+        (chat / f"{split}.en").write_text("".join(s + "\n" for s, _ in ps))
+        (chat / f"{split}.de").write_text("".join(t + "\n" for _, t in ps))
+    base = ["--corpus", "chat", "--data-root", str(tmp_path), "--out", str(tmp_path / "run")]
+    train, val = load_data(parse_args(base))
+    assert train[0].pairs == pairs["train"] and val[0].pairs == pairs["dev"]
+    train, val = load_data(parse_args([*base, "--drop-context-times"]))
+    assert train[0].pairs == pairs["train"][1:] and val[0].pairs == pairs["dev"]  # dev and test are never changed
