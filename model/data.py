@@ -426,7 +426,7 @@ def later_times(src: str, tgt: str) -> list[str]:
     word of the English sentence saying so (the conversation around it did: "6:55." -> "18:55."): 102 of its
     training pairs, and 5 of Tatoeba's. A model trained on them adds 12 hours to a plain "I get up at 6:15"
     (stage 14: 32 of 240 such times). ``drop_context_times`` leaves those pairs out; the rest are swapped
-    consistently (``substitute_entities``: a new time on the English side, 12 hours later on the German side)."""
+    consistently (``substitute_later_times``: a new time on the English side, 12 hours later on the German side)."""
     found = []
     for m in NUMBER.finditer(src):
         t = m.group()

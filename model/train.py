@@ -365,10 +365,20 @@ class Corpus:
 
 
 def load_data(a) -> tuple[list[Corpus], list[Corpus]]:
-    """Training corpora and validation corpora for the parsed arguments ``a``.
+    """Training corpora and validation corpora for the parsed arguments ``a``; with ``--drop-context-times`` the
+    training pairs without those that move a clock time 12 hours for a reason outside the pair
+    (``model.data.drop_context_times``), the validation pairs as they are.
 
     Raises SystemExit with a hint when no data is found.
     """
+    train, val = _load_corpora(a)
+    if a.drop_context_times:
+        train = [Corpus(c.name, drop_context_times(c.pairs), c.weight) for c in train]
+    return train, val
+
+
+def _load_corpora(a) -> tuple[list[Corpus], list[Corpus]]:
+    """``load_data`` before any pair is left out."""
     if a.task == "reverse":
         return [Corpus("reverse", reverse_pairs(a.train_size, a.seed))], [Corpus("reverse", reverse_pairs(200, a.seed + 1))]
     if a.train_src:
@@ -381,8 +391,6 @@ def load_data(a) -> tuple[list[Corpus], list[Corpus]]:
         val_names = a.val_corpus or [n for n in ("multi30k", "tatoeba") if n in names] or names
         try:
             train = [Corpus(n, _pairs(corpus_dir(n, a.data_root), "train", a), w) for n, w in specs]
-            if a.drop_context_times:  # training pairs only: the dev and test splits stay as they are
-                train = [Corpus(c.name, drop_context_times(c.pairs), c.weight) for c in train]
             val = [Corpus(n, _pairs(d, dev_split(d, a.src_lang), a)) for n in val_names for d in [corpus_dir(n, a.data_root)]]
         except FileNotFoundError as e:
             raise SystemExit(str(e)) from None
