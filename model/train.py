@@ -590,8 +590,7 @@ def main(argv=None) -> dict:
             piece_names=a.entity_piece_names, pieces=word_pieces(texts),
             piece_heads=a.entity_piece_heads, heads=capital_pieces(texts),
         )  # fmt: skip
-        later = a.drop_context_times
-        swappers = [EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed, later=later) for c in train_sets]
+        swappers = [EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed, later=a.drop_context_times) for c in train_sets]
         if a.entity_corpus:  # copy practice: every pair with a shared entity once more, always swapped
             pairs = [c.pairs[i] for c, sw in zip(train_sets, swappers, strict=True) for i in sorted(sw.entities)]
             train_sets.append(Corpus("entities", pairs, a.entity_corpus))
