@@ -264,6 +264,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=None,
         help="bfloat16 autocast for training (default: on where the CPU/GPU supports it)",
     )
+    ap.add_argument(
+        "--cudnn-attention",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="let F.scaled_dot_product_attention pick cuDNN on a GPU (default off: with our masks and batch shapes "
+        "that change every step it spent ~22 ms of host time per call building plans; stage 15's profile)",
+    )
     ap.add_argument("--resume", action="store_true")
     ap.add_argument(
         "--init-from",
@@ -574,6 +581,8 @@ def main(argv=None) -> dict:
     if a.threads:
         torch.set_num_threads(a.threads)
     device = pick_device(a.device)
+    if device.type == "cuda":
+        torch.backends.cuda.enable_cudnn_sdp(a.cudnn_attention)  # the fused kernels then: memory-efficient or math
     if a.bf16 is None:
         a.bf16 = torch.cuda.is_bf16_supported() if device.type == "cuda" else device.type == "cpu" and bf16_is_fast()
     out = Path(a.out)
