@@ -472,6 +472,57 @@ def substitute_later_times(src: str, tgt: str, times: list[str], rng: random.Ran
     return src, tgt
 
 
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November",
+          "December")  # fmt: skip
+GERMAN_MONTHS = ("Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober",
+                 "November", "Dezember")  # fmt: skip
+_MONTH = "|".join(MONTHS)
+_DAY = r"(?:[12]?\d|3[01])"
+# an English date: "May 5", "May 5th", "5 May", "5th May", "the 5th of May"
+ENGLISH_DATE = re.compile(
+    rf"(?<![\w.,:])(?:the (?P<d1>{_DAY})(?:st|nd|rd|th) of (?P<m1>{_MONTH})|(?P<d2>{_DAY})(?:st|nd|rd|th)? (?P<m2>{_MONTH})"
+    rf"|(?P<m3>{_MONTH}) (?P<d3>{_DAY})(?:st|nd|rd|th)?)(?!\w)"
+)
+
+
+def _german_date(day: int, month: int) -> str:
+    """The pattern of the German date "5. Mai" (the ordinal dot, then the month; ``month`` counts from 0)."""
+    return rf"(?<![\w.,:]){day}\. ?{GERMAN_MONTHS[month]}(?!\w)"
+
+
+def ordinal(day: int) -> str:
+    """English ordinal of a day of the month: 1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st, 22nd, 23rd, 31st."""
+    return f"{day}{'th' if 10 <= day % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(day % 10, 'th')}"
+
+
+def shared_dates(src: str, tgt: str) -> list[tuple[str, int, int]]:
+    """The English dates of ``src`` that ``tgt`` writes as a German date: ``(English text, day, month)`` with the month
+    counted from 0 ("His birthday is May 5th." / "Er hat am 5. Mai Geburtstag." -> ``[("May 5th", 5, 4)]``). The
+    training corpora hold 107 such pairs, nearly all written "May 5th": students type "I was born on 12 May 2003.",
+    which stage 15 wrote "Ich wurde am 12 2003 geboren." (the month dropped)."""
+    found = []
+    for m in ENGLISH_DATE.finditer(src):
+        day = int(m.group("d1") or m.group("d2") or m.group("d3"))
+        month = MONTHS.index(m.group("m1") or m.group("m2") or m.group("m3"))
+        if 1 <= day <= 31 and re.search(_german_date(day, month), tgt):
+            found.append((m.group(), day, month))
+    return found
+
+
+def substitute_dates(src: str, tgt: str, found: list[tuple[str, int, int]], rng: random.Random) -> tuple[str, str]:
+    """Replace each date of ``found`` (from ``shared_dates``) by a random day and month on both sides, the English one in a
+    random one of the four ways English writes it ("May 12", "May 12th", "12 May", "the 12th of May") and the German
+    one as German writes it ("12. Mai"), so that every English form and every month is practised."""
+    for text, day, month in found:
+        new_day, new_month = rng.randint(1, 28), rng.randrange(12)
+        name = MONTHS[new_month]
+        english = rng.choice((f"{name} {new_day}", f"{name} {ordinal(new_day)}", f"{new_day} {name}",
+                              f"the {ordinal(new_day)} of {name}"))  # fmt: skip
+        src = re.sub(rf"(?<![\w.,:]){re.escape(text)}(?!\w)", lambda _m, e=english: e, src, count=1)
+        tgt = re.sub(_german_date(day, month), f"{new_day}. {GERMAN_MONTHS[new_month]}", tgt, count=1)
+    return src, tgt
+
+
 class EntitySwapper:
     """Entity substitution for a list of training pairs, fresh each epoch.
 
@@ -479,25 +530,46 @@ class EntitySwapper:
     probability ``p`` (a fresh draw each epoch, deterministic for ``seed`` and ``epoch``); pairs
     without a shared entity are never changed. With ``later`` a pair whose German side writes an English clock
     time 12 hours later (``later_times``) is swapped too, both times moved together (``substitute_later_times``).
+    With ``dates`` a pair with an English date that the German side writes as a date (``shared_dates``) gets a new day and
+    month on both sides (``substitute_dates``), its day no longer swapped as a plain number ("47. Mai").
     """
 
-    def __init__(self, pairs: list[tuple[str, str]], pools: EntityPools, p: float = 0.5, seed: int = 0, *, later: bool = False):
+    def __init__(
+        self,
+        pairs: list[tuple[str, str]],
+        pools: EntityPools,
+        p: float = 0.5,
+        seed: int = 0,
+        *,
+        later: bool = False,
+        dates: bool = False,
+    ):
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"entity substitution probability must be in [0, 1], got {p}")
         names = proper_nouns(s for s, _ in pairs)
         self.pairs, self.pools, self.p, self.seed = pairs, pools, p, seed
         self.entities = {i: e for i, (s, t) in enumerate(pairs) if (e := shared_entities(s, t, names))}
         self.later = {i: lt for i, (s, t) in enumerate(pairs) if (lt := later_times(s, t))} if later else {}
+        self.dates = {i: d for i, (s, t) in enumerate(pairs) if (d := shared_dates(s, t))} if dates else {}
+        for i, found in self.dates.items():  # a date's day is the date's, not a number to swap on its own
+            days = {str(day) for _, day, _ in found}
+            if i in self.entities and not (left := [e for e in self.entities[i] if e not in days]):
+                del self.entities[i]
+            elif i in self.entities:
+                self.entities[i] = left
 
     def swapped(self, epoch: int) -> dict[int, tuple[str, str]]:
         rng = random.Random(f"{self.seed}:{epoch}")
         out = {}
-        for i in sorted(self.entities.keys() | self.later.keys()) if self.later else self.entities:
+        extra = self.later.keys() | self.dates.keys()
+        for i in sorted(self.entities.keys() | extra) if extra else self.entities:
             if rng.random() < self.p:
                 src, tgt = self.pairs[i]
                 if i in self.entities:
                     src, tgt = substitute_entities(src, tgt, self.entities[i], self.pools, rng)
                 if i in self.later:
                     src, tgt = substitute_later_times(src, tgt, self.later[i], rng)
+                if i in self.dates:
+                    src, tgt = substitute_dates(src, tgt, self.dates[i], rng)
                 out[i] = src, tgt
         return out

@@ -344,6 +344,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--entity-swap swap the other such pairs' times together (model.data.later_times)",
     )
     ap.add_argument(
+        "--entity-dates",
+        action="store_true",
+        help='with --entity-swap: an English date that the German writes as a date ("May 5th" / "5. Mai") gets a '
+        "random day and month on both sides, the English in any of its four forms (model.data.shared_dates)",
+    )
+    ap.add_argument(
         "--prefetch",
         action="store_true",
         help="make each next epoch's swapped examples and batches in a forked worker while this one trains "
@@ -599,11 +605,14 @@ def main(argv=None) -> dict:
             piece_names=a.entity_piece_names, pieces=word_pieces(texts),
             piece_heads=a.entity_piece_heads, heads=capital_pieces(texts),
         )  # fmt: skip
-        swappers = [EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed, later=a.drop_context_times) for c in train_sets]
-        if a.entity_corpus:  # copy practice: every pair with a shared entity once more, always swapped
-            pairs = [c.pairs[i] for c, sw in zip(train_sets, swappers, strict=True) for i in sorted(sw.entities)]
+        swappers = [
+            EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed, later=a.drop_context_times, dates=a.entity_dates)
+            for c in train_sets
+        ]
+        if a.entity_corpus:  # copy practice: every pair with a shared entity (or date) once more, always swapped
+            pairs = [c.pairs[i] for c, sw in zip(train_sets, swappers, strict=True) for i in sorted(sw.entities | sw.dates)]
             train_sets.append(Corpus("entities", pairs, a.entity_corpus))
-            swappers.append(EntitySwapper(pairs, pools, 1.0, seed=a.seed + 1))
+            swappers.append(EntitySwapper(pairs, pools, 1.0, seed=a.seed + 1, dates=a.entity_dates))
         # the vocabulary also counts one epoch's swapped pairs, so that name pieces get target ids
         train_pairs += [p for sw in swappers for p in sw.swapped(0).values()]
     init = (
@@ -697,6 +706,7 @@ def main(argv=None) -> dict:
         + ", ".join(f"{c.name} {sum(x is not None for x in e)}x{c.weight:g}" for c, e in zip(train_sets, train_ex, strict=True))
         + (f", entity swap p={a.entity_swap} on {sum(len(sw.entities) for sw in swappers)} pairs" if swappers else "")
         + (f" and {sum(len(sw.later) for sw in swappers)} with an evening time" if a.drop_context_times and swappers else "")
+        + (f" and {sum(len(sw.dates) for sw in swappers)} with a date" if a.entity_dates and swappers else "")
         + f" train / {len(val_ex)} val pairs ({', '.join(c.name for c in val_sets)}), "
         f"{steps_per_epoch} steps/epoch, device {device}"
     )

@@ -16,9 +16,12 @@ from model.data import (
     capital_pieces,
     drop_context_times,
     later_times,
+    ordinal,
     proper_nouns,
     random_number_like,
+    shared_dates,
     shared_entities,
+    substitute_dates,
     substitute_entities,
     substitute_later_times,
     word_pieces,
@@ -279,3 +282,68 @@ def test_the_swapper_moves_evening_times_only_when_asked():
         (time,) = re.findall(r"\d+:\d\d", src)
         h, m = time.split(":")
         assert re.findall(r"\d+:\d\d", tgt) == [f"{int(h) + 12}:{m}"]
+
+
+def test_shared_dates_are_english_dates_that_german_writes_as_dates():
+    assert shared_dates("His birthday is May 5th.", "Er hat am 5. Mai Geburtstag.") == [("May 5th", 5, 4)]
+    assert shared_dates("Today is the 11th of October.", "Heute ist der 11. Oktober.") == [("the 11th of October", 11, 9)]
+    assert shared_dates("I was born on 12 May 2003.", "Ich wurde am 12. Mai 2003 geboren.") == [("12 May", 12, 4)]
+    assert shared_dates("On 3rd March.", "Am 3.März.") == [("3rd March", 3, 2)]
+    assert shared_dates("Today is October 11th.", "Heute ist der elfte Oktober.") == []  # German wrote it in words
+    assert shared_dates("Today is May 5th.", "Heute ist der 6. Mai.") == []  # not the same day
+    assert shared_dates("May I come in?", "Darf ich hereinkommen?") == []
+    assert shared_dates("She was born in May 2003.", "Sie wurde im Mai 2003 geboren.") == []  # a month, no day
+    assert shared_dates("On May 45th.", "Am 45. Mai.") == []
+    assert [ordinal(d) for d in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 31)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "31st",
+    ]  # fmt: skip
+
+
+MONTHS_DE = dict(zip(
+    ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"),
+    ("Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober", "November", "Dezember"),
+    strict=True,
+))  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_a_date_gets_the_same_new_day_and_month_on_both_sides(seed):
+    src, tgt = "I was born on 12 May 2003, at 7:45.", "Ich wurde am 12. Mai 2003 um 7:45 geboren."
+    new_src, new_tgt = substitute_dates(src, tgt, shared_dates(src, tgt), random.Random(seed))
+    month = "|".join(MONTHS_DE)
+    m = re.fullmatch(
+        rf"I was born on (?:the (?P<d1>\d+)(?P<s1>st|nd|rd|th) of (?P<m1>{month})|(?P<d2>\d+) (?P<m2>{month})"
+        rf"|(?P<m3>{month}) (?P<d3>\d+)(?P<s3>st|nd|rd|th)?) 2003, at 7:45\.",
+        new_src,
+    )
+    assert m, new_src
+    day, name = m["d1"] or m["d2"] or m["d3"], m["m1"] or m["m2"] or m["m3"]
+    assert 1 <= int(day) <= 28
+    assert new_tgt == f"Ich wurde am {day}. {MONTHS_DE[name]} 2003 um 7:45 geboren."  # the year and time left alone
+    suffix = m["s1"] or m["s3"]
+    assert suffix is None or day + suffix == ordinal(int(day))  # "2nd", never "2th"
+
+
+def test_the_swapper_swaps_dates_only_when_asked_and_never_a_date_s_day_alone():
+    pairs = [
+        ("I was born on 12 May 2003.", "Ich wurde am 12. Mai 2003 geboren."),
+        ("Today is May 5th.", "Heute ist der 5. Mai."),
+        ("I like apples.", "Ich mag Äpfel."),
+    ]
+    plain = EntitySwapper(pairs, POOLS, p=1.0)
+    assert sorted(plain.entities) == [0] and plain.entities[0] == ["12", "2003"]  # without dates: the day is a number
+    assert plain.dates == {}
+    swapper = EntitySwapper(pairs, POOLS, p=1.0, dates=True)
+    assert swapper.entities == {0: ["2003"]} and sorted(swapper.dates) == [0, 1]
+    for epoch in range(20):
+        out = swapper.swapped(epoch)
+        assert sorted(out) == [0, 1]  # the pair with no entity or date never changes
+        for src, tgt in out.values():
+            ((day, german_month),) = re.findall(r"(\d+)\. (\w+)", tgt)
+            assert 1 <= int(day) <= 28 and german_month in MONTHS_DE.values()
+            english = next(e for e, g in MONTHS_DE.items() if g == german_month)
+            assert re.search(
+                rf"\b({day}(?:st|nd|rd|th)? {english}|the {ordinal(int(day))} of {english}|{english} {day}(?:st|nd|rd|th)?)\b",
+                src,
+            )

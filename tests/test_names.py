@@ -24,7 +24,7 @@ from model.tokenizer import Tokenizer
 
 EN_DE = PRETRAINED / "en-de"
 TARGET = 0.9
-FLOOR = 0.65  # the shipped model (stage 14) keeps 37 of 40 (92.5 %); the floor is 26 of 40, the guard of earlier stages
+FLOOR = 0.65  # the shipped model (stage 15) keeps 38 of 40 (95 %); the floor is 26 of 40, the guard of earlier stages
 
 NAMES = [  # (English sentence, the names and numbers its translation must keep verbatim)
     ("Eero lives in Tampere.", ["Eero", "Tampere"]),
@@ -54,7 +54,7 @@ NAMES = [  # (English sentence, the names and numbers its translation must keep 
     ("Ingvild is a nurse in Pécs.", ["Ingvild", "Pécs"]),
     ("Jeisson and Yadira live in Cusco.", ["Jeisson", "Yadira", "Cusco"]),
     ("Tapani bought 12 apples.", ["Tapani", "12"]),
-    ("Attila called Eirik.", ["Attila", "Eirik"]),
+    ("Csongor called Eirik.", ["Csongor", "Eirik"]),  # "Attila" until stage 15: in the pool of its run B (seed 5)
     ("Mahina lives in Izmir.", ["Mahina", "Izmir"]),
     ("Arttu works in Třebíč.", ["Arttu", "Třebíč"]),
     ("Synnøve is my sister.", ["Synnøve"]),
@@ -147,7 +147,7 @@ def test_names_and_numbers_come_through_more_often_than_the_shipped_floor(output
 
 
 def test_names_and_numbers_come_through_greedy(outputs):
-    """Issue 20's target: at least 90 % of the sentences keep every name and number (stage 14: 37 of 40; stage 12: 33 on
+    """Issue 20's target: at least 90 % of the sentences keep every name and number (stage 15: 38 of 40; stage 14: 37; stage 12: 33 on
     this set, 37 on the one before twelve names drawn by stage 14's runs were replaced)."""
     share, misses = share_kept(outputs)
     assert share >= TARGET, f"{share:.0%} of sentences keep every name and number (< {TARGET:.0%}); misses:\n{misses}"

@@ -324,3 +324,28 @@ def test_drop_context_times_leaves_evening_times_out_of_training_only(tmp_path):
     assert train[0].pairs == pairs["train"] and val[0].pairs == pairs["dev"]
     train, val = load_data(parse_args([*base, "--drop-context-times"]))
     assert train[0].pairs == pairs["train"][1:] and val[0].pairs == pairs["dev"]  # dev and test are never changed
+
+
+def test_entity_dates_swaps_dates_in_training_and_in_copy_practice(tmp_path, capsys):
+    """--entity-dates: the training pairs with a date the German writes as a date get new dates each epoch (and join
+    the copy practice of --entity-corpus); without it the same run counts no date."""
+    chat = tmp_path / "chat"
+    chat.mkdir()
+    train = [
+        ("His birthday is May 5th.", "Er hat am 5. Mai Geburtstag."),
+        ("I was born on 12 May 2003.", "Ich wurde am 12. Mai 2003 geboren."),
+        ("I like apples.", "Ich mag Äpfel."),
+    ]
+    for split, ps in {"train": train, "dev": train[2:]}.items():
+        (chat / f"{split}.en").write_text("".join(s + "\n" for s, _ in ps))
+        (chat / f"{split}.de").write_text("".join(t + "\n" for _, t in ps))
+    tiny = ["--d-model", "32", "--n-heads", "2", "--d-ff", "64", "--n-enc-layers", "1", "--n-dec-layers", "1",
+            "--max-tokens", "400", "--warmup", "2", "--no-bf16", "--quiet", "--min-freq", "1", "--tgt-min-freq", "1",
+            "--corpus", "chat", "--data-root", str(tmp_path), "--epochs", "1", "--entity-swap", "1.0",
+            "--entity-corpus", "1.0"]  # fmt: skip
+    main([*tiny, "--out", str(tmp_path / "plain")])
+    plain = capsys.readouterr().out
+    assert "with a date" not in plain and "entities 1x1" in plain  # only 12 May 2003's numbers are entities
+    main([*tiny, "--out", str(tmp_path / "dates"), "--entity-dates"])
+    dates = capsys.readouterr().out
+    assert "entities 2x1" in dates and "on 2 pairs and 4 with a date" in dates  # each in chat and in copy practice
