@@ -553,9 +553,7 @@ class EntitySwapper:
         self.dates = {i: d for i, (s, t) in enumerate(pairs) if (d := shared_dates(s, t))} if dates else {}
         for i, found in self.dates.items():  # a date's day is the date's, not a number to swap on its own
             days = {str(day) for _, day, _ in found}
-            if i in self.entities and not (left := [e for e in self.entities[i] if e not in days]):
-                del self.entities[i]
-            elif i in self.entities:
+            if left := [e for e in self.entities.pop(i, []) if e not in days]:
                 self.entities[i] = left
 
     def swapped(self, epoch: int) -> dict[int, tuple[str, str]]:

@@ -126,11 +126,11 @@ def test_training_on_the_gpu_turns_cudnn_attention_off_unless_asked(tmp_path):
     """cuDNN's attention built a plan for each new batch shape: 22 ms of host time a call, 512 ms a training step
     against 73 ms without it (stage 15's profile, model card). model.train turns it off on a GPU;
     ``--cudnn-attention`` keeps it."""
+    from test_train import TINY
+
     from model.train import main
 
-    tiny = ["--task", "reverse", "--d-model", "32", "--n-heads", "2", "--d-ff", "64", "--n-enc-layers", "1",
-            "--n-dec-layers", "1", "--train-size", "200", "--val-limit", "10", "--max-tokens", "1024", "--warmup", "5",
-            "--quiet", "--epochs", "1", "--device", "cuda"]  # fmt: skip
+    tiny = [*TINY, "--epochs", "1", "--device", "cuda"]
     before = torch.backends.cuda.cudnn_sdp_enabled()
     try:
         main([*tiny, "--out", str(tmp_path / "off")])

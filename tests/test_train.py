@@ -339,9 +339,9 @@ def test_entity_dates_swaps_dates_in_training_and_in_copy_practice(tmp_path, cap
     for split, ps in {"train": train, "dev": train[2:]}.items():
         (chat / f"{split}.en").write_text("".join(s + "\n" for s, _ in ps))
         (chat / f"{split}.de").write_text("".join(t + "\n" for _, t in ps))
-    tiny = ["--d-model", "32", "--n-heads", "2", "--d-ff", "64", "--n-enc-layers", "1", "--n-dec-layers", "1",
-            "--max-tokens", "400", "--warmup", "2", "--no-bf16", "--quiet", "--min-freq", "1", "--tgt-min-freq", "1",
-            "--corpus", "chat", "--data-root", str(tmp_path), "--epochs", "1", "--entity-swap", "1.0",
+    from test_corpora import TINY as TINY_CORPUS  # the tiny model on a real corpus folder
+
+    tiny = [*TINY_CORPUS, "--corpus", "chat", "--data-root", str(tmp_path), "--epochs", "1", "--entity-swap", "1.0",
             "--entity-corpus", "1.0"]  # fmt: skip
     main([*tiny, "--out", str(tmp_path / "plain")])
     plain = capsys.readouterr().out
