@@ -347,7 +347,16 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--entity-dates",
         action="store_true",
         help='with --entity-swap: an English date that the German writes as a date ("May 5th" / "5. Mai") gets a '
-        "random day and month on both sides, the English in any of its four forms (model.data.shared_dates)",
+        "random day and month on both sides, the English in any of its four forms (model.data.shared_dates), and "
+        '"in May" / "im Mai" becomes a random date (model.data.shared_months)',
+    )
+    ap.add_argument(
+        "--date-corpus",
+        type=int,
+        default=0,
+        metavar="N",
+        help='with --entity-swap and --entity-dates: every training pair with a date or with "in May" / "im Mai" N more times an epoch, '
+        'each copy with its own random date ("on 3 May 2003" / "am 3. Mai 2003"; model.data.months_to_dates): date practice',
     )
     ap.add_argument(
         "--prefetch",
@@ -365,7 +374,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--train-size", type=int, default=20000, help="reverse task: training pairs")
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    if a.date_corpus and not (a.entity_dates and a.entity_swap > 0):
+        ap.error("--date-corpus needs --entity-swap and --entity-dates (the dates it practises are theirs)")
+    return a
 
 
 @dataclass(frozen=True)
@@ -609,10 +621,16 @@ def main(argv=None) -> dict:
             EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed, later=a.drop_context_times, dates=a.entity_dates)
             for c in train_sets
         ]
+        corpora = list(zip(train_sets, swappers, strict=True))
         if a.entity_corpus:  # copy practice: every pair with a shared entity (or date) once more, always swapped
-            pairs = [c.pairs[i] for c, sw in zip(train_sets, swappers, strict=True) for i in sorted(sw.entities | sw.dates)]
+            pairs = [c.pairs[i] for c, sw in corpora for i in sorted(sw.entities | sw.dates | sw.months)]
             train_sets.append(Corpus("entities", pairs, a.entity_corpus))
             swappers.append(EntitySwapper(pairs, pools, 1.0, seed=a.seed + 1, dates=a.entity_dates))
+        if a.date_corpus:  # date practice: each pair with a date or "in May" N more times, each copy its own date
+            pairs = [c.pairs[i] for c, sw in corpora for i in sorted(sw.dates | sw.months)] * a.date_corpus
+            names = frozenset().union(*(sw.names for _, sw in corpora))  # the corpora's names, not those of N copies
+            train_sets.append(Corpus("dates", pairs, 1.0))
+            swappers.append(EntitySwapper(pairs, pools, 1.0, seed=a.seed + 2, dates=True, names=names))
         # the vocabulary also counts one epoch's swapped pairs, so that name pieces get target ids
         train_pairs += [p for sw in swappers for p in sw.swapped(0).values()]
     init = (
@@ -707,6 +725,7 @@ def main(argv=None) -> dict:
         + (f", entity swap p={a.entity_swap} on {sum(len(sw.entities) for sw in swappers)} pairs" if swappers else "")
         + (f" and {sum(len(sw.later) for sw in swappers)} with an evening time" if a.drop_context_times and swappers else "")
         + (f" and {sum(len(sw.dates) for sw in swappers)} with a date" if a.entity_dates and swappers else "")
+        + (f" and {sum(len(sw.months) for sw in swappers)} with a month" if a.entity_dates and swappers else "")
         + f" train / {len(val_ex)} val pairs ({', '.join(c.name for c in val_sets)}), "
         f"{steps_per_epoch} steps/epoch, device {device}"
     )

@@ -3,6 +3,7 @@ shares verbatim is replaced by the same random one on both sides; a pair without
 
 from __future__ import annotations
 
+import calendar
 import random
 import re
 
@@ -11,16 +12,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.data import (
+    MONTHS,
     EntityPools,
     EntitySwapper,
     capital_pieces,
     drop_context_times,
     later_times,
+    months_to_dates,
     ordinal,
     proper_nouns,
     random_number_like,
     shared_dates,
     shared_entities,
+    shared_months,
     substitute_dates,
     substitute_entities,
     substitute_later_times,
@@ -319,7 +323,7 @@ def test_a_date_gets_the_same_new_day_and_month_on_both_sides(seed):
     )
     assert m, new_src
     day, name = m["d1"] or m["d2"] or m["d3"], m["m1"] or m["m2"] or m["m3"]
-    assert 1 <= int(day) <= 28
+    assert 1 <= int(day) <= calendar.monthrange(2024, MONTHS.index(name) + 1)[1]  # a day the month has
     assert new_tgt == f"Ich wurde am {day}. {MONTHS_DE[name]} 2003 um 7:45 geboren."  # the year and time left alone
     suffix = m["s1"] or m["s3"]
     assert suffix is None or day + suffix == ordinal(int(day))  # "2nd", never "2th"
@@ -341,9 +345,74 @@ def test_the_swapper_swaps_dates_only_when_asked_and_never_a_date_s_day_alone():
         assert sorted(out) == [0, 1]  # the pair with no entity or date never changes
         for src, tgt in out.values():
             ((day, german_month),) = re.findall(r"(\d+)\. (\w+)", tgt)
-            assert 1 <= int(day) <= 28 and german_month in MONTHS_DE.values()
             english = next(e for e, g in MONTHS_DE.items() if g == german_month)
+            assert 1 <= int(day) <= calendar.monthrange(2024, MONTHS.index(english) + 1)[1]
             assert re.search(
                 rf"\b({day}(?:st|nd|rd|th)? {english}|the {ordinal(int(day))} of {english}|{english} {day}(?:st|nd|rd|th)?)\b",
                 src,
             )
+
+
+def test_shared_months_are_in_may_and_im_mai_once_on_each_side():
+    assert shared_months("I was born in October.", "Ich bin im Oktober geboren.") == [9]
+    assert shared_months("In February, please.", "Im Februar bitte.") == [1]
+    assert shared_months("She was born in May 2003.", "Sie wurde im Mai 2003 geboren.") == [4]
+    assert shared_months("I was born in October.", "Ich bin im November geboren.") == []  # not the same month
+    assert shared_months("I came in May 5th.", "Ich kam am 5. Mai.") == []  # a date, not a month (shared_dates)
+    assert shared_months("May I come in?", "Darf ich hereinkommen?") == []
+    assert shared_months("It rains in May and in May.", "Es regnet im Mai.") == []  # which one is which: left alone
+    assert shared_months("I will go in August.", "Ich gehe im August.") == [7]
+    assert "August" not in proper_nouns(["I go in August.", "We met in August.", "See you in August."])  # a month, not a name
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_a_month_becomes_the_same_date_on_both_sides(seed):
+    """ "in October" / "im Oktober" become one random date on both sides: the English in one of its forms, "on" for
+    "in" (capital kept), the German "am D. Monat", a year after both or after neither, the rest of the pair unchanged."""
+    rng = random.Random(seed)
+    src, tgt = rng.choice(
+        [("I was born in October.", "Ich bin im Oktober geboren."), ("In October, please.", "Im Oktober bitte.")]
+    )
+    new_src, new_tgt = months_to_dates(src, tgt, shared_months(src, tgt), rng)
+    month = "|".join(MONTHS_DE)
+    date = (
+        rf"(?:the (?P<d1>\d+)(?:st|nd|rd|th) of (?P<m1>{month})(?: (?P<y1>\d{{4}}))?|(?P<d2>\d+) (?P<m2>{month})(?: (?P<y2>\d{{4}}))?"
+        rf"|(?P<m3>{month}) (?P<d3>\d+)(?P<s3>st|nd|rd|th)?(?:, (?P<y3>\d{{4}}))?)"
+    )
+    on = "on" if src.startswith("I ") else "On"
+    m = re.fullmatch(rf"I was born {on} {date}\." if on == "on" else rf"On {date}, please\.", new_src)
+    assert m, new_src
+    day, name, year = m["d1"] or m["d2"] or m["d3"], m["m1"] or m["m2"] or m["m3"], m["y1"] or m["y2"] or m["y3"]
+    assert 1 <= int(day) <= calendar.monthrange(2024, MONTHS.index(name) + 1)[1]
+    assert m["s3"] is None or day + m["s3"] == ordinal(int(day))
+    german = f"{day}. {MONTHS_DE[name]}" + (f" {year}" if year else "")
+    assert new_tgt == (f"Ich bin am {german} geboren." if on == "on" else f"Am {german} bitte.")
+
+
+def test_a_month_with_a_year_keeps_the_year_and_gets_no_second_one():
+    src, tgt = "She was born in May 2003.", "Sie wurde im Mai 2003 geboren."
+    for seed in range(50):
+        new_src, new_tgt = months_to_dates(src, tgt, [4], random.Random(seed), year_p=1.0)
+        assert re.fullmatch(r"She was born on (?:\d+ \w+|the \d+(?:st|nd|rd|th) of \w+) 2003\.", new_src), new_src
+        assert re.fullmatch(r"Sie wurde am \d+\. \w+ 2003 geboren\.", new_tgt), new_tgt
+
+
+def test_the_swapper_turns_months_into_dates_only_with_dates():
+    pairs = [("I was born in October.", "Ich bin im Oktober geboren."), ("I like apples.", "Ich mag Äpfel.")]
+    assert EntitySwapper(pairs, POOLS, p=1.0).swapped(0) == {}  # without dates a month is left as it is
+    swapper = EntitySwapper(pairs, POOLS, p=1.0, dates=True)
+    assert swapper.months == {0: [9]}
+    seen = set()
+    for epoch in range(30):
+        ((i, (src, tgt)),) = swapper.swapped(epoch).items()
+        assert i == 0 and src.startswith("I was born on ") and re.fullmatch(r"Ich bin am \d+\. \w+(?: \d{4})? geboren\.", tgt)
+        seen.add(re.search(r"am (\d+\. \w+)", tgt)[1])
+    assert len(seen) > 20  # a fresh date each epoch
+
+
+def test_copies_of_a_dated_pair_get_dates_of_their_own():
+    """--date-corpus N holds each dated pair N times: every copy draws its own date in the same epoch."""
+    pair = ("I was born in October.", "Ich bin im Oktober geboren.")
+    out = EntitySwapper([pair] * 5, POOLS, p=1.0, dates=True, names=frozenset()).swapped(0)
+    assert sorted(out) == [0, 1, 2, 3, 4] and len(set(out.values())) == 5

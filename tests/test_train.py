@@ -327,16 +327,18 @@ def test_drop_context_times_leaves_evening_times_out_of_training_only(tmp_path):
 
 
 def test_entity_dates_swaps_dates_in_training_and_in_copy_practice(tmp_path, capsys):
-    """--entity-dates: the training pairs with a date the German writes as a date get new dates each epoch (and join
-    the copy practice of --entity-corpus); without it the same run counts no date."""
+    """--entity-dates: the training pairs with a date the German writes as a date, or with "in May" / "im Mai", get new
+    dates each epoch (and join the copy practice of --entity-corpus); without it the same run counts no date.
+    --date-corpus N adds those pairs N times more, and needs --entity-dates."""
     chat = tmp_path / "chat"
     chat.mkdir()
     train = [
         ("His birthday is May 5th.", "Er hat am 5. Mai Geburtstag."),
         ("I was born on 12 May 2003.", "Ich wurde am 12. Mai 2003 geboren."),
+        ("I was born in October.", "Ich bin im Oktober geboren."),
         ("I like apples.", "Ich mag Äpfel."),
     ]
-    for split, ps in {"train": train, "dev": train[2:]}.items():
+    for split, ps in {"train": train, "dev": train[3:]}.items():
         (chat / f"{split}.en").write_text("".join(s + "\n" for s, _ in ps))
         (chat / f"{split}.de").write_text("".join(t + "\n" for _, t in ps))
     from test_corpora import TINY as TINY_CORPUS  # the tiny model on a real corpus folder
@@ -348,4 +350,11 @@ def test_entity_dates_swaps_dates_in_training_and_in_copy_practice(tmp_path, cap
     assert "with a date" not in plain and "entities 1x1" in plain  # only 12 May 2003's numbers are entities
     main([*tiny, "--out", str(tmp_path / "dates"), "--entity-dates"])
     dates = capsys.readouterr().out
-    assert "entities 2x1" in dates and "on 2 pairs and 4 with a date" in dates  # each in chat and in copy practice
+    # each in chat and in copy practice: two dates, one month
+    assert "entities 3x1" in dates and "on 2 pairs and 4 with a date and 2 with a month" in dates
+    main([*tiny, "--out", str(tmp_path / "practice"), "--entity-dates", "--date-corpus", "3"])
+    practice = capsys.readouterr().out
+    assert "dates 9x1" in practice and "10 with a date and 5 with a month" in practice  # three more of each
+    with pytest.raises(SystemExit):
+        parse_args([*tiny, "--out", str(tmp_path / "x"), "--date-corpus", "3"])  # without --entity-dates
+    assert "--date-corpus needs --entity-swap and --entity-dates" in capsys.readouterr().err
