@@ -118,3 +118,18 @@ def test_the_apps_examples_keep_their_negation():
     outs = translate(load_checkpoint(EN_DE, "cpu"), negated, progress=False)
     lost = [(s, o) for s, o in zip(negated, outs, strict=True) if not re.search(r"\b(?:nicht|nichts|nie|niemals|kein\w*)\b", o)]
     assert not lost, f"examples whose translation lost the negation: {lost}"
+
+
+def test_a_date_a_student_types_comes_through_as_german_writes_it():
+    """Students type their birthdays: "12 May 2003" must come out as "12. Mai 2003" (the German ordinal dot, the German
+    month, the year), in each English form. Stage 15 wrote "Ich wurde am 12 2003 geboren." (the month dropped) and "im
+    3rd. März"; stage 16d's date practice (`--entity-dates --date-corpus`) writes all four right, greedy."""
+    cases = {
+        "I was born on 12 May 2003.": "12. Mai 2003",
+        "My birthday is on the 3rd of March.": "3. März",
+        "The concert is on June 21st.": "21. Juni",
+        "We met on 7 August 2019.": "7. August 2019",
+    }
+    outs = translate(load_checkpoint(EN_DE, "cpu"), list(cases), progress=False)
+    wrong = [(s, o) for (s, date), o in zip(cases.items(), outs, strict=True) if date not in o]
+    assert not wrong, f"dates not written as German writes them: {wrong}"
