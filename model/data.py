@@ -519,10 +519,13 @@ def random_date(rng: random.Random) -> tuple[int, int]:
     return rng.randint(1, calendar.monthrange(2024, month + 1)[1]), month
 
 
-def english_date(day: int, month: int, rng: random.Random, year: int | None = None) -> str:
+def english_date(day: int, month: int, rng: random.Random, year: int | None = None, *, year_follows: bool = False) -> str:
     """``day`` of ``month`` (from 0) in a random one of the four ways English writes a date ("May 12", "May 12th",
-    "12 May", "the 12th of May"), with ``year`` after it if given ("May 12, 2003", "12 May 2003")."""
+    "12 May", "the 12th of May"), with ``year`` after it if given ("May 12, 2003", "12 May 2003"). ``year_follows``: the
+    text has a year after the date already, so only the two forms that take it without a comma ("12 May 2003")."""
     name, nth = MONTHS[month], ordinal(day)
+    if year_follows:
+        return rng.choice((f"{day} {name}", f"the {nth} of {name}"))
     if year is None:
         return rng.choice((f"{name} {day}", f"{name} {nth}", f"{day} {name}", f"the {nth} of {name}"))
     return rng.choice((f"{name} {day}, {year}", f"{name} {nth}, {year}", f"{day} {name} {year}", f"the {nth} of {name} {year}"))
@@ -574,10 +577,7 @@ def months_to_dates(src: str, tgt: str, months: list[int], rng: random.Random, y
             continue
         year_after = re.match(r",? ?\d", src[m.end() :]) is not None
         year = rng.randint(1950, 2035) if not year_after and rng.random() < year_p else None
-        if year_after:  # "May 3 2003" lacks its comma: only the forms that take a year as they are
-            english = rng.choice((f"{day} {MONTHS[new_month]}", f"the {ordinal(day)} of {MONTHS[new_month]}"))
-        else:
-            english = english_date(day, new_month, rng, year)
+        english = english_date(day, new_month, rng, year, year_follows=year_after)  # "May 3 2003" would lack its comma
         german = f"{day}. {GERMAN_MONTHS[new_month]}" + ("" if year is None else f" {year}")
         on = "On" if m["prep"] == "In" else "on"
         src = src[: m.start()] + f"{on} {english}" + src[m.end() :]
