@@ -41,6 +41,7 @@ from model.data import (
     dev_split,
     drop_context_times,
     entity_pools,
+    nicht_after_object,
     pad_batch,
     parse_corpus_spec,
     read_pairs,
@@ -359,6 +360,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         'each copy with its own random date ("on 3 May 2003" / "am 3. Mai 2003"; model.data.months_to_dates): date practice',
     )
     ap.add_argument(
+        "--negation-corpus",
+        type=int,
+        default=0,
+        metavar="N",
+        help='every training pair whose English negates and whose German puts "nicht" after a definite object '
+        '("Der Hund fraß das Fleisch nicht."; model.data.nicht_after_object) N more times an epoch: negation '
+        'practice against affirmative collocations ("überquerte die Straße."); names swapped as in the corpora',
+    )
+    ap.add_argument(
         "--prefetch",
         action="store_true",
         help="make each next epoch's swapped examples and batches in a forked worker while this one trains "
@@ -610,6 +620,9 @@ def main(argv=None) -> dict:
         val_sets = [Corpus(c.name, c.pairs[: a.val_limit]) for c in val_sets]
     train_pairs = [p for c in train_sets for p in c.pairs]
     swappers = []
+    negations = [p for c in train_sets for p in c.pairs if nicht_after_object(*p)] * a.negation_corpus
+    if negations and a.entity_swap <= 0:  # negation practice (with --entity-swap below, the copies' names swapped)
+        train_sets.append(Corpus("negations", negations))
     if a.entity_swap > 0:
         texts = init_piece_texts(a) if a.entity_piece_names else []  # the vocabulary's pieces make piece names
         pools = entity_pools(
@@ -631,6 +644,10 @@ def main(argv=None) -> dict:
             names = frozenset().union(*(sw.names for _, sw in corpora))  # the corpora's names, not those of N copies
             train_sets.append(Corpus("dates", pairs, 1.0))
             swappers.append(EntitySwapper(pairs, pools, 1.0, seed=a.seed + 2, dates=True, names=names))
+        if negations:  # negation practice: each copy swapped as its corpus swaps, fresh each epoch
+            names = frozenset().union(*(sw.names for _, sw in corpora))
+            train_sets.append(Corpus("negations", negations))
+            swappers.append(EntitySwapper(negations, pools, a.entity_swap, seed=a.seed + 3, dates=a.entity_dates, names=names))
         # the vocabulary also counts one epoch's swapped pairs, so that name pieces get target ids
         train_pairs += [p for sw in swappers for p in sw.swapped(0).values()]
     init = (

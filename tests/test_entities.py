@@ -19,6 +19,7 @@ from model.data import (
     drop_context_times,
     later_times,
     months_to_dates,
+    nicht_after_object,
     ordinal,
     proper_nouns,
     random_number_like,
@@ -416,3 +417,25 @@ def test_copies_of_a_dated_pair_get_dates_of_their_own():
     pair = ("I was born in October.", "Ich bin im Oktober geboren.")
     out = EntitySwapper([pair] * 5, POOLS, p=1.0, dates=True, names=frozenset()).swapped(0)
     assert sorted(out) == [0, 1, 2, 3, 4] and len(set(out.values())) == 5
+
+
+def test_negation_practice_takes_nicht_after_an_object_and_nothing_else():
+    """--negation-corpus practises the word order the stage-17 runs lost ("… die Straße nicht"): an English negation
+    and a German "nicht" after a definite or possessive object, in main clauses and before a participle alike."""
+    taken = [
+        ("The dog didn't eat the meat.", "Der Hund fraß das Fleisch nicht."),
+        ("I don't understand the question.", "Ich verstehe die Frage nicht."),
+        ("Tom didn't eat his fries.", "Tom hat seine Pommes nicht gegessen."),
+        ("Don't open the window!", "Öffnet das Fenster nicht!"),
+        ("We aren't satisfied with the result.", "Wir sind mit dem Ergebnis nicht zufrieden."),
+    ]
+    left = [
+        ("The dog ate the meat.", "Der Hund fraß das Fleisch."),  # no negation
+        ("I didn't cross the street.", "Ich ging nicht über die Straße."),  # "nicht" before, not after, the object
+        ("I have no car.", "Ich habe kein Auto."),  # "kein", and "no" is not a verb's negation
+        ("Tom isn't here.", "Tom ist nicht hier."),  # no object
+        ("The child who didn't sleep.", "Das Kind, das nicht schlief."),  # "das" a relative pronoun, "nicht" before a verb
+        ("I know the details.", "Ich kenne die Details nicht."),  # the German negates, the English does not: misaligned
+    ]
+    assert all(nicht_after_object(s, t) for s, t in taken)
+    assert not any(nicht_after_object(s, t) for s, t in left)

@@ -120,6 +120,43 @@ def test_the_apps_examples_keep_their_negation():
     assert not lost, f"examples whose translation lost the negation: {lost}"
 
 
+NEGATED_PHRASES = (
+    "didn't cross the street",
+    "didn't open the door",
+    "didn't eat the bread",
+    "didn't read the book",
+    "didn't climb the tree",
+    "didn't drink the milk",
+    "doesn't like the city",
+    "won't cross the river",
+    "couldn't find the key",
+    "didn't see the car",
+    "isn't at home",
+    "didn't want to go",
+)
+
+
+def test_no_phrase_loses_its_negation_to_a_common_affirmative():
+    """The Compare page's pair is one instance of a pattern: "<subject> didn't <verb> the <noun> because …". Each of
+    12 negated phrases goes into 8 subjects × 4 endings (32 sentences); each phrase must keep a German negation in at
+    least 30 of its 32, greedy. Stage 16d keeps 383 of 384. Stage 17's GPU runs (session 26) kept the Tatoeba dev
+    negations (171–173 of 173) and the app's two examples, yet wrote "Der Hund überquerte die Straße, weil es zu
+    müde war." for 6 to 17 of the 32 "didn't cross the street": "überquerte die Straße." is an affirmative the
+    captions and Tatoeba hold 200 times over, "… die Straße nicht" 4 times."""
+    subjects = ("The animal", "The dog", "The boy", "My sister", "The old man", "The cat", "The girl", "Our teacher")
+    endings = (" because it was too tired.", " because it was too late.", " because it was raining.", ".")
+    src = [f"{s} {p}{e}" for p in NEGATED_PHRASES for s in subjects for e in endings]
+    outs = translate(load_checkpoint(EN_DE, "cpu"), src, progress=False)
+    per = len(subjects) * len(endings)
+    weak = {}
+    for i, p in enumerate(NEGATED_PHRASES):
+        chunk = list(zip(src[i * per : (i + 1) * per], outs[i * per : (i + 1) * per], strict=True))
+        lost = [(s, o) for s, o in chunk if not re.search(r"\b(?:nicht|nichts|nie|niemals|kein\w*)\b", o)]
+        if len(lost) > per - 30:
+            weak[p] = (len(lost), lost[:2])
+    assert not weak, f"phrases that lose their negation in more than 2 of {per} sentences: {weak}"
+
+
 def test_a_date_a_student_types_comes_through_as_german_writes_it():
     """Students type their birthdays: "12 May 2003" must come out as "12. Mai 2003" (the German ordinal dot, the German
     month, the year), in each English form. Stage 15 wrote "Ich wurde am 12 2003 geboren." (the month dropped) and "im

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -326,25 +327,31 @@ def test_drop_context_times_leaves_evening_times_out_of_training_only(tmp_path):
     assert train[0].pairs == pairs["train"][1:] and val[0].pairs == pairs["dev"]  # dev and test are never changed
 
 
+def chat_run(tmp_path: Path, train: list[tuple[str, str]]) -> list[str]:
+    """A corpus folder "chat" under ``tmp_path`` (``train``; its last pair is the dev split) and the arguments of a
+    one-epoch run of the tiny model on it."""
+    from test_corpora import TINY as TINY_CORPUS  # the tiny model on a real corpus folder
+
+    chat = tmp_path / "chat"
+    chat.mkdir()
+    for split, ps in {"train": train, "dev": train[-1:]}.items():
+        (chat / f"{split}.en").write_text("".join(s + "\n" for s, _ in ps))
+        (chat / f"{split}.de").write_text("".join(t + "\n" for _, t in ps))
+    return [*TINY_CORPUS, "--corpus", "chat", "--data-root", str(tmp_path), "--epochs", "1"]
+
+
 def test_entity_dates_swaps_dates_in_training_and_in_copy_practice(tmp_path, capsys):
     """--entity-dates: the training pairs with a date the German writes as a date, or with "in May" / "im Mai", get new
     dates each epoch (and join the copy practice of --entity-corpus); without it the same run counts no date.
     --date-corpus N adds those pairs N times more, and needs --entity-dates."""
-    chat = tmp_path / "chat"
-    chat.mkdir()
     train = [
         ("His birthday is May 5th.", "Er hat am 5. Mai Geburtstag."),
         ("I was born on 12 May 2003.", "Ich wurde am 12. Mai 2003 geboren."),
         ("I was born in October.", "Ich bin im Oktober geboren."),
         ("I like apples.", "Ich mag Äpfel."),
     ]
-    for split, ps in {"train": train, "dev": train[3:]}.items():
-        (chat / f"{split}.en").write_text("".join(s + "\n" for s, _ in ps))
-        (chat / f"{split}.de").write_text("".join(t + "\n" for _, t in ps))
-    from test_corpora import TINY as TINY_CORPUS  # the tiny model on a real corpus folder
-
-    tiny = [*TINY_CORPUS, "--corpus", "chat", "--data-root", str(tmp_path), "--epochs", "1", "--entity-swap", "1.0",
-            "--entity-corpus", "1.0"]  # fmt: skip
+    tiny = chat_run(tmp_path, train)
+    tiny = [*tiny, "--entity-swap", "1.0", "--entity-corpus", "1.0"]
     main([*tiny, "--out", str(tmp_path / "plain")])
     plain = capsys.readouterr().out
     assert "with a date" not in plain and "entities 1x1" in plain  # only 12 May 2003's numbers are entities
@@ -358,3 +365,22 @@ def test_entity_dates_swaps_dates_in_training_and_in_copy_practice(tmp_path, cap
     with pytest.raises(SystemExit):
         parse_args([*tiny, "--out", str(tmp_path / "x"), "--date-corpus", "3"])  # without --entity-dates
     assert "--date-corpus needs --entity-swap and --entity-dates" in capsys.readouterr().err
+
+
+def test_negation_corpus_adds_the_negated_pairs_n_times(tmp_path, capsys):
+    """--negation-corpus N: the pairs of ``model.data.nicht_after_object`` N more times an epoch, with entity
+    substitution (the copies' names swapped, "Tom" among them) and without it."""
+    train = [
+        ("My friend Tom didn't eat the meat.", "Mein Freund Tom aß das Fleisch nicht."),
+        ("My friend Tom ate the meat.", "Mein Freund Tom aß das Fleisch."),
+        ("I don't understand the question.", "Ich verstehe die Frage nicht."),
+        ("My friend Tom likes apples.", "Mein Freund Tom mag Äpfel."),
+    ]
+    tiny = chat_run(tmp_path, train)
+    main([*tiny, "--out", str(tmp_path / "plain")])
+    assert "negations" not in capsys.readouterr().out
+    main([*tiny, "--out", str(tmp_path / "neg"), "--negation-corpus", "3"])
+    assert "negations 6x1" in capsys.readouterr().out  # two pairs, three times each
+    main([*tiny, "--out", str(tmp_path / "swap"), "--negation-corpus", "3", "--entity-swap", "1.0"])
+    out = capsys.readouterr().out
+    assert "negations 6x1" in out and "entity swap p=1.0 on 6 pairs" in out  # chat's three with Tom, the copies' three
