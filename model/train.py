@@ -364,7 +364,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         type=int,
         default=0,
         metavar="N",
-        help='every training pair whose English negates and whose German puts "nicht" after a definite object '
+        help='every training pair whose English negates and whose German puts "nicht" after a definite or possessive object '
         '("Der Hund fraß das Fleisch nicht."; model.data.nicht_after_object) N more times an epoch: negation '
         'practice against affirmative collocations ("überquerte die Straße."); names swapped as in the corpora',
     )
@@ -639,13 +639,12 @@ def main(argv=None) -> dict:
             pairs = [c.pairs[i] for c, sw in corpora for i in sorted(sw.entities | sw.dates | sw.months)]
             train_sets.append(Corpus("entities", pairs, a.entity_corpus))
             swappers.append(EntitySwapper(pairs, pools, 1.0, seed=a.seed + 1, dates=a.entity_dates))
+        names = frozenset().union(*(sw.names for _, sw in corpora))  # for N copies below: the corpora's names, not theirs
         if a.date_corpus:  # date practice: each pair with a date or "in May" N more times, each copy its own date
             pairs = [c.pairs[i] for c, sw in corpora for i in sorted(sw.dates | sw.months)] * a.date_corpus
-            names = frozenset().union(*(sw.names for _, sw in corpora))  # the corpora's names, not those of N copies
             train_sets.append(Corpus("dates", pairs, 1.0))
             swappers.append(EntitySwapper(pairs, pools, 1.0, seed=a.seed + 2, dates=True, names=names))
         if negations:  # negation practice: each copy swapped as its corpus swaps, fresh each epoch
-            names = frozenset().union(*(sw.names for _, sw in corpora))
             train_sets.append(Corpus("negations", negations))
             swappers.append(EntitySwapper(negations, pools, a.entity_swap, seed=a.seed + 3, dates=a.entity_dates, names=names))
         # the vocabulary also counts one epoch's swapped pairs, so that name pieces get target ids
