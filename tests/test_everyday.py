@@ -107,6 +107,9 @@ def test_no_output_shares_no_word_with_its_reference(outputs):
     assert not bad, f"outputs sharing no (content) word with the reference: {bad}\n{report(outputs)}"
 
 
+GERMAN_NEGATION = re.compile(r"\b(?:nicht|nichts|nie|niemals|kein\w*)\b")
+
+
 def test_the_apps_examples_keep_their_negation():
     """The Compare page opens with "The animal didn't cross the street because it was too tired." and "… too wide.":
     an output without a German negation says the opposite. (Stage 15's six GPU runs, averaged alone, wrote "Das Tier
@@ -116,7 +119,7 @@ def test_the_apps_examples_keep_their_negation():
     negated = [s for s in EXAMPLES["translate"] if re.search(r"n't\b|\b(?:not|never|no|nobody|nothing)\b", s)]
     assert len(negated) >= 2
     outs = translate(load_checkpoint(EN_DE, "cpu"), negated, progress=False)
-    lost = [(s, o) for s, o in zip(negated, outs, strict=True) if not re.search(r"\b(?:nicht|nichts|nie|niemals|kein\w*)\b", o)]
+    lost = [(s, o) for s, o in zip(negated, outs, strict=True) if not GERMAN_NEGATION.search(o)]
     assert not lost, f"examples whose translation lost the negation: {lost}"
 
 
@@ -151,7 +154,7 @@ def test_no_phrase_loses_its_negation_to_a_common_affirmative():
     weak = {}
     for i, p in enumerate(NEGATED_PHRASES):
         chunk = list(zip(src[i * per : (i + 1) * per], outs[i * per : (i + 1) * per], strict=True))
-        lost = [(s, o) for s, o in chunk if not re.search(r"\b(?:nicht|nichts|nie|niemals|kein\w*)\b", o)]
+        lost = [(s, o) for s, o in chunk if not GERMAN_NEGATION.search(o)]
         if len(lost) > per - 30:
             weak[p] = (len(lost), lost[:2])
     assert not weak, f"phrases that lose their negation in more than 2 of {per} sentences: {weak}"
