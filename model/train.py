@@ -46,6 +46,7 @@ from model.data import (
     parse_corpus_spec,
     read_pairs,
     split_file,
+    times_as_typed,
     token_batches,
     weighted_mix,
     word_pieces,
@@ -338,6 +339,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         'vocabulary ("Tim", "Raj") and 0-2 word pieces: names that are one rare piece are practised as targets',
     )
     ap.add_argument(
+        "--times-as-typed",
+        action="store_true",
+        help='write a training pair\'s German clock time as its English types it ("2.30 Uhr", "halb drei" -> '
+        '"2:30 Uhr", "2:30"; 218 pairs), so that no pair teaches turning a typed time into another form '
+        "(model.data.times_as_typed)",
+    )
+    ap.add_argument(
         "--drop-context-times",
         action="store_true",
         help="leave out training pairs whose German side writes an English clock time 12 hours later with no "
@@ -402,13 +410,16 @@ class Corpus:
 def load_data(a) -> tuple[list[Corpus], list[Corpus]]:
     """Training corpora and validation corpora for the parsed arguments ``a``; with ``--drop-context-times`` the
     training pairs without those that move a clock time 12 hours for a reason outside the pair
-    (``model.data.drop_context_times``), the validation pairs as they are.
+    (``model.data.drop_context_times``); with ``--times-as-typed`` their German clock times written as the English
+    types them (``model.data.times_as_typed``); the validation pairs as they are.
 
     Raises SystemExit with a hint when no data is found.
     """
     train, val = _load_corpora(a)
     if a.drop_context_times:
         train = [Corpus(c.name, drop_context_times(c.pairs), c.weight) for c in train]
+    if a.times_as_typed:
+        train = [Corpus(c.name, [times_as_typed(s, t) for s, t in c.pairs], c.weight) for c in train]
     return train, val
 
 

@@ -29,6 +29,7 @@ from model.data import (
     substitute_dates,
     substitute_entities,
     substitute_later_times,
+    times_as_typed,
     word_pieces,
 )
 
@@ -259,6 +260,25 @@ def test_only_later_times_without_an_evening_word_are_left_out():
         ("I like apples.", "Ich mag Äpfel."),
     ]
     assert drop_context_times(pairs) == pairs[2:]
+
+
+def test_times_as_typed_writes_the_german_time_as_the_english_types_it():
+    changed = [
+        (("Pick me up at 2:30.", "Holen Sie mich um 2.30\xa0Uhr ab."), "Holen Sie mich um 2:30\xa0Uhr ab."),
+        (("Pick me up at 2:30.", "Holt mich um halb drei ab."), "Holt mich um 2:30 ab."),
+        (("It's 9:15 or 10:45.", "Es ist 9.15 oder 10.45 Uhr."), "Es ist 9:15 oder 10:45 Uhr."),
+    ]
+    for (src, tgt), want in changed:
+        assert times_as_typed(src, tgt) == (src, want)
+    untouched = [
+        ("It's 7:45.", "Es ist 7:45 Uhr."),  # already as typed
+        ("I have tickets for 7:30 tonight.", "Ich habe Tickets für 19:30 Uhr heute Abend."),  # 12 hours later: kept
+        ("It costs 2.30 euros.", "Es kostet 2.30 Euro."),  # no clock time in the English
+        ("Come at 2:30.", "Komm um 12.30 Uhr."),  # another time, not this one written another way
+        ("I like apples.", "Ich mag Äpfel."),
+    ]
+    for pair in untouched:
+        assert times_as_typed(*pair) == pair
 
 
 @settings(max_examples=100, deadline=None)

@@ -327,6 +327,19 @@ def test_drop_context_times_leaves_evening_times_out_of_training_only(tmp_path):
     assert train[0].pairs == pairs["train"][1:] and val[0].pairs == pairs["dev"]  # dev and test are never changed
 
 
+def test_times_as_typed_rewrites_training_times_only(tmp_path):
+    chat = tmp_path / "chat"
+    chat.mkdir()
+    pairs = [("Pick me up at 2:30.", "Hol mich um halb drei ab."), ("It's 9:15.", "Es ist 9.15 Uhr."), ("Hi.", "Hallo.")]
+    for split in ("train", "dev"):
+        (chat / f"{split}.en").write_text("".join(s + "\n" for s, _ in pairs))
+        (chat / f"{split}.de").write_text("".join(t + "\n" for _, t in pairs))
+    args = ["--corpus", "chat", "--data-root", str(tmp_path), "--out", str(tmp_path / "run"), "--times-as-typed"]
+    train, val = load_data(parse_args(args))
+    assert [t for _, t in train[0].pairs] == ["Hol mich um 2:30 ab.", "Es ist 9:15 Uhr.", "Hallo."]
+    assert val[0].pairs == pairs  # dev and test are scored as they are
+
+
 def chat_run(tmp_path: Path, train: list[tuple[str, str]]) -> list[str]:
     """A corpus folder "chat" under ``tmp_path`` (``train``; its last pair is the dev split) and the arguments of a
     one-epoch run of the tiny model on it."""
