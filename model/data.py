@@ -452,7 +452,7 @@ def times_as_typed(src: str, tgt: str) -> tuple[str, str]:
     """The pair with each English clock time of ``src`` that ``tgt`` writes another way ("2.30 Uhr", "halb drei" for
     "2:30"; ``_number_pattern``) written on the German side as typed ("2:30 Uhr", "2:30"). The swap does this to the
     pairs it changes (``substitute_entities``); the pairs it leaves as they are, 30 % an epoch at
-    ``--entity-swap 0.7``, still show a typed time turned into "9.30 Uhr", and stage 17B and 18 wrote "The train to
+    ``--entity-swap 0.7``, still show a typed time turned into "9.30 Uhr", and stage 17B, 18X and 18Y wrote "The train to
     Ouagadougou leaves at 9:30." as "... um 9.30 Uhr.". Tatoeba has 214 such training pairs, BConTrasT 4, Multi30k none. German
     writes all three forms (DIN 5008 gives the colon); a time typed with a colon keeps it. A time the German side
     moves 12 hours ("7:30 tonight" / "19:30 Uhr", ``later_times``) is not matched and stays."""

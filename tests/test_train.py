@@ -312,14 +312,19 @@ def test_piece_names_are_made_of_the_init_checkpoints_word_pieces(tmp_path):
     assert args.entity_piece_names == 0.3
 
 
-def test_drop_context_times_leaves_evening_times_out_of_training_only(tmp_path):
+def write_chat(tmp_path: Path, splits: dict[str, list[tuple[str, str]]]) -> None:
+    """A corpus folder "chat" under ``tmp_path`` with one ``split.en`` / ``split.de`` pair of files per split."""
     chat = tmp_path / "chat"
     chat.mkdir()
-    pairs = {"train": [("6:55.", "18:55."), ("At 7:30 tonight.", "Um 19:30 Uhr heute Abend."), ("Hi.", "Hallo.")]}
-    pairs["dev"] = pairs["train"]
-    for split, ps in pairs.items():
+    for split, ps in splits.items():
         (chat / f"{split}.en").write_text("".join(s + "\n" for s, _ in ps))
         (chat / f"{split}.de").write_text("".join(t + "\n" for _, t in ps))
+
+
+def test_drop_context_times_leaves_evening_times_out_of_training_only(tmp_path):
+    pairs = {"train": [("6:55.", "18:55."), ("At 7:30 tonight.", "Um 19:30 Uhr heute Abend."), ("Hi.", "Hallo.")]}
+    pairs["dev"] = pairs["train"]
+    write_chat(tmp_path, pairs)
     base = ["--corpus", "chat", "--data-root", str(tmp_path), "--out", str(tmp_path / "run")]
     train, val = load_data(parse_args(base))
     assert train[0].pairs == pairs["train"] and val[0].pairs == pairs["dev"]
@@ -328,12 +333,8 @@ def test_drop_context_times_leaves_evening_times_out_of_training_only(tmp_path):
 
 
 def test_times_as_typed_rewrites_training_times_only(tmp_path):
-    chat = tmp_path / "chat"
-    chat.mkdir()
     pairs = [("Pick me up at 2:30.", "Hol mich um halb drei ab."), ("It's 9:15.", "Es ist 9.15 Uhr."), ("Hi.", "Hallo.")]
-    for split in ("train", "dev"):
-        (chat / f"{split}.en").write_text("".join(s + "\n" for s, _ in pairs))
-        (chat / f"{split}.de").write_text("".join(t + "\n" for _, t in pairs))
+    write_chat(tmp_path, {"train": pairs, "dev": pairs})
     args = ["--corpus", "chat", "--data-root", str(tmp_path), "--out", str(tmp_path / "run"), "--times-as-typed"]
     train, val = load_data(parse_args(args))
     assert [t for _, t in train[0].pairs] == ["Hol mich um 2:30 ab.", "Es ist 9:15 Uhr.", "Hallo."]
@@ -345,11 +346,7 @@ def chat_run(tmp_path: Path, train: list[tuple[str, str]]) -> list[str]:
     one-epoch run of the tiny model on it."""
     from test_corpora import TINY as TINY_CORPUS  # the tiny model on a real corpus folder
 
-    chat = tmp_path / "chat"
-    chat.mkdir()
-    for split, ps in {"train": train, "dev": train[-1:]}.items():
-        (chat / f"{split}.en").write_text("".join(s + "\n" for s, _ in ps))
-        (chat / f"{split}.de").write_text("".join(t + "\n" for _, t in ps))
+    write_chat(tmp_path, {"train": train, "dev": train[-1:]})
     return [*TINY_CORPUS, "--corpus", "chat", "--data-root", str(tmp_path), "--epochs", "1"]
 
 
