@@ -225,6 +225,7 @@ class EntityPools:
     pieces: tuple[str, ...] = ()  # the word pieces of piece names: ``word_pieces`` of the vocabulary
     piece_heads: float = 0.0  # share of piece names that begin with a capitalised piece ("Tim", "Raj" + 0-2 pieces)
     heads: tuple[str, ...] = ()  # those capitalised pieces: ``capital_pieces`` of the vocabulary
+    long_numbers: float = 0.0  # share of whole numbers replaced by a long one ("14 tickets" -> "0176 5551234 tickets")
 
     def draw(self, rng: random.Random) -> str:
         """A random first name (half the time), surname or city (a quarter each); a ``splice`` share of the
@@ -243,7 +244,10 @@ class EntityPools:
         """A replacement for ``number``: ``random_number_like``, or, for a ``years`` share of the whole numbers, a year
         of ``YEARS``. The four-digit numbers of the corpora are few (about 400 pairs), so the year pieces ("198",
         "199") were seldom copied: stage 7 wrote 1983-1999 as 196x, with the source piece attended (0.9) and the
-        output nearly flat over the year pieces."""
+        output nearly flat over the year pieces. A ``long_numbers`` share of the whole numbers becomes
+        ``random_long_number`` instead (a phone number, a postcode)."""
+        if self.long_numbers and number.isdigit() and rng.random() < self.long_numbers:
+            return random_long_number(rng)
         if self.years and number.isdigit() and rng.random() < self.years:
             return str(rng.randint(*YEARS))
         return random_number_like(number, rng)
@@ -306,9 +310,11 @@ def entity_pools(
     pieces: tuple[str, ...] = (),
     piece_heads: float = 0.0,
     heads: tuple[str, ...] = (),
+    long_numbers: float = 0.0,
 ) -> EntityPools:
     """Draw names and cities from Faker's locale data (``faker`` is needed for training only); ``splice``,
-    ``full_name``, ``years``, ``piece_names``, ``pieces``, ``piece_heads`` and ``heads`` are ``EntityPools``'s.
+    ``full_name``, ``years``, ``piece_names``, ``pieces``, ``piece_heads``, ``heads`` and ``long_numbers`` are
+    ``EntityPools``'s.
 
     Each locale gives up to ``per_locale`` first names, surnames and cities (fewer cities: Faker's lists
     are short for some); the locales in non-Latin scripts are kept to ``other_script_share`` of each pool,
@@ -338,7 +344,7 @@ def entity_pools(
 
     return EntityPools(
         mix(pools["first"]), mix(pools["last"]), mix(pools["city"]), splice, full_name, years, piece_names, tuple(pieces),
-        piece_heads, tuple(heads),
+        piece_heads, tuple(heads), long_numbers,
     )  # fmt: skip
 
 
@@ -418,6 +424,23 @@ def random_number_like(number: str, rng: random.Random) -> str:
     if number.isdigit() and int(number) >= 2 and int(new) < 2:  # "2 men" never becomes "1 men"
         new = new[:-1] + str(rng.randint(2, 9))
     return new
+
+
+def random_long_number(rng: random.Random) -> str:
+    """A random number as a phone number, postcode or id is typed: one group of 5-9 digits or two or three groups of
+    2-5 digits, space-separated, the first group starting with 0 four times in ten ("10115", "0176 55512", "33 48 1514").
+
+    Why: the corpora's shared numbers have 1-4 digits but for 16 pairs, so the swap (``random_number_like``: the same
+    shape) never practised longer ones, and stage 18 dropped a group or a repeated digit of 9 of 40 such numbers
+    ("Call me at 25700 11286." -> "... 25700 1286 ...", "712227" -> "71227"). The digits are cl100k's pieces of up to 3
+    digits each, so a long number is a run of pieces to copy in order, like a name."""
+    groups = rng.choice((1, 1, 2, 2, 3))
+    parts = []
+    for g in range(groups):
+        n = rng.randint(5, 9) if groups == 1 else rng.randint(2, 5)
+        first = "0" if g == 0 and rng.random() < 0.4 else str(rng.randint(1, 9))
+        parts.append(first + "".join(str(rng.randint(0, 9)) for _ in range(n - 1)))
+    return " ".join(parts)
 
 
 # English words that put a clock time in the afternoon or evening, which German writes on the 24-hour clock

@@ -323,6 +323,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="with --entity-swap: this share of the whole numbers swapped becomes a year (1900-2039), whatever its length",
     )
     ap.add_argument(
+        "--entity-long-numbers",
+        type=float,
+        default=0.0,
+        metavar="L",
+        help="with --entity-swap: this share of the whole numbers swapped becomes a long number, as a phone number or "
+        "postcode is typed (5-9 digits, or 2-3 groups of 2-5: '0176 55512'; model.data.random_long_number)",
+    )
+    ap.add_argument(
         "--entity-piece-names",
         type=float,
         default=0.0,
@@ -639,7 +647,7 @@ def main(argv=None) -> dict:
         pools = entity_pools(
             seed=a.seed, splice=a.entity_splice, full_name=a.entity_full_name, years=a.entity_years,
             piece_names=a.entity_piece_names, pieces=word_pieces(texts),
-            piece_heads=a.entity_piece_heads, heads=capital_pieces(texts),
+            piece_heads=a.entity_piece_heads, heads=capital_pieces(texts), long_numbers=a.entity_long_numbers,
         )  # fmt: skip
         swappers = [
             EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed, later=a.drop_context_times, dates=a.entity_dates)

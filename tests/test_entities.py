@@ -22,6 +22,7 @@ from model.data import (
     nicht_after_object,
     ordinal,
     proper_nouns,
+    random_long_number,
     random_number_like,
     shared_dates,
     shared_entities,
@@ -182,6 +183,27 @@ def test_a_years_share_of_whole_numbers_becomes_a_year_on_both_sides():
     src, tgt = substitute_entities("I have 3 cats.", "Ich habe 3 Katzen.", ["3"], pools, random.Random(2))
     year = src.split()[2]
     assert 1900 <= int(year) <= 2039 and tgt == f"Ich habe {year} Katzen."
+
+
+def test_a_long_numbers_share_of_whole_numbers_becomes_a_long_number_on_both_sides():
+    """``--entity-long-numbers``: a phone number or postcode, the same on both sides; a clock time keeps its shape."""
+    pools = EntityPools(("Emeka",), ("Okonkwo",), ("Tartu",), long_numbers=1.0)
+    rng = random.Random(0)
+    draws = [pools.number(n, rng) for n in ("3", "42", "1987") for _ in range(100)]
+    assert all(re.fullmatch(r"\d{5,9}|\d{2,5}(?: \d{2,5}){1,2}", d) for d in draws)
+    assert {len(d.split()) for d in draws} == {1, 2, 3} and any(d.startswith("0") for d in draws)
+    assert re.fullmatch(r"\d:\d\d", pools.number("7:45", rng))
+    src, tgt = substitute_entities("Anna bought 14 tickets.", "Anna kaufte 14 Karten.", ["14"], pools, random.Random(2))
+    number = src.removeprefix("Anna bought ").removesuffix(" tickets.")
+    assert number != "14" and tgt == f"Anna kaufte {number} Karten."
+    assert not EntityPools(("Emeka",), ("Okonkwo",), ("Tartu",)).long_numbers  # off unless asked for
+
+
+@given(st.integers(0, 2**32))
+def test_a_long_number_is_one_group_of_5_to_9_digits_or_2_to_3_groups_of_2_to_5(seed):
+    groups = random_long_number(random.Random(seed)).split(" ")
+    assert 1 <= len(groups) <= 3 and all(g.isdigit() for g in groups)
+    assert all(5 <= len(g) <= 9 if len(groups) == 1 else 2 <= len(g) <= 5 for g in groups)
 
 
 def test_a_half_hour_the_german_side_writes_halb_is_swapped_and_takes_the_colon():
