@@ -225,7 +225,7 @@ class EntityPools:
     pieces: tuple[str, ...] = ()  # the word pieces of piece names: ``word_pieces`` of the vocabulary
     piece_heads: float = 0.0  # share of piece names that begin with a capitalised piece ("Tim", "Raj" + 0-2 pieces)
     heads: tuple[str, ...] = ()  # those capitalised pieces: ``capital_pieces`` of the vocabulary
-    long_numbers: float = 0.0  # share of whole numbers replaced by a long one ("14 tickets" -> "0176 5551234 tickets")
+    long_numbers: float = 0.0  # share of whole numbers replaced by a long one ("14 tickets" -> "0176 55512 tickets")
 
     def draw(self, rng: random.Random) -> str:
         """A random first name (half the time), surname or city (a quarter each); a ``splice`` share of the
