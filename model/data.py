@@ -427,17 +427,19 @@ def random_number_like(number: str, rng: random.Random) -> str:
 
 
 def random_long_number(rng: random.Random) -> str:
-    """A random number as a phone number, postcode or id is typed: one group of 5-9 digits or two or three groups of
-    2-5 digits, space-separated, the first group starting with 0 four times in ten ("10115", "0176 55512", "33 48 1514").
+    """A random number as a phone number, postcode or id is typed: one group of 5-9 digits, two groups (2-5 digits,
+    then 2-8: a dialling code and a subscriber number) or three groups of 2-5 digits, space-separated, the first group
+    starting with 0 four times in ten ("10115", "0176 5551234", "33 48 1514").
 
     Why: the corpora's shared numbers have 1-4 digits but for 16 pairs, so the swap (``random_number_like``: the same
     shape) never practised longer ones, and stage 18 dropped a group or a repeated digit of 9 of 40 such numbers
     ("Call me at 25700 11286." -> "... 25700 1286 ...", "712227" -> "71227"). The digits are cl100k's pieces of up to 3
-    digits each, so a long number is a run of pieces to copy in order, like a name."""
+    digits each, so a long number is a run of pieces to copy in order, like a name. Until stage 19 a second group had at most 5 digits, and stage 19 wrote
+    "0176 5551234" as "0176 92"."""
     groups = rng.choice((1, 1, 2, 2, 3))
     parts = []
     for g in range(groups):
-        n = rng.randint(5, 9) if groups == 1 else rng.randint(2, 5)
+        n = rng.randint(5, 9) if groups == 1 else rng.randint(2, 8 if groups == 2 and g == 1 else 5)
         first = "0" if g == 0 and rng.random() < 0.4 else str(rng.randint(1, 9))
         parts.append(first + "".join(str(rng.randint(0, 9)) for _ in range(n - 1)))
     return " ".join(parts)

@@ -190,7 +190,7 @@ def test_a_long_numbers_share_of_whole_numbers_becomes_a_long_number_on_both_sid
     pools = EntityPools(("Emeka",), ("Okonkwo",), ("Tartu",), long_numbers=1.0)
     rng = random.Random(0)
     draws = [pools.number(n, rng) for n in ("3", "42", "1987") for _ in range(100)]
-    assert all(re.fullmatch(r"\d{5,9}|\d{2,5}(?: \d{2,5}){1,2}", d) for d in draws)
+    assert all(re.fullmatch(r"\d{5,9}|\d{2,5} \d{2,8}|\d{2,5}(?: \d{2,5}){2}", d) for d in draws)
     assert {len(d.split()) for d in draws} == {1, 2, 3} and any(d.startswith("0") for d in draws)
     assert re.fullmatch(r"\d:\d\d", pools.number("7:45", rng))
     src, tgt = substitute_entities("Anna bought 14 tickets.", "Anna kaufte 14 Karten.", ["14"], pools, random.Random(2))
@@ -200,10 +200,17 @@ def test_a_long_numbers_share_of_whole_numbers_becomes_a_long_number_on_both_sid
 
 
 @given(st.integers(0, 2**32))
-def test_a_long_number_is_one_group_of_5_to_9_digits_or_2_to_3_groups_of_2_to_5(seed):
+def test_a_long_number_is_one_group_of_5_to_9_digits_or_2_to_3_groups_of_2_to_5_or_8(seed):
     groups = random_long_number(random.Random(seed)).split(" ")
     assert 1 <= len(groups) <= 3 and all(g.isdigit() for g in groups)
-    assert all(5 <= len(g) <= 9 if len(groups) == 1 else 2 <= len(g) <= 5 for g in groups)
+    longest = [9] if len(groups) == 1 else [5, 8] if len(groups) == 2 else [5, 5, 5]
+    assert all((5 if len(groups) == 1 else 2) <= len(g) <= n for g, n in zip(groups, longest, strict=True))
+
+
+def test_a_phone_number_with_a_long_subscriber_number_can_be_drawn():
+    """Stage 19 wrote "0176 5551234" as "0176 92": its generator never drew a second group of more than 5 digits."""
+    draws = [random_long_number(random.Random(seed)).split(" ") for seed in range(2000)]
+    assert any(len(d) == 2 and len(d[1]) >= 7 for d in draws)
 
 
 def test_a_half_hour_the_german_side_writes_halb_is_swapped_and_takes_the_colon():

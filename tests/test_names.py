@@ -72,8 +72,9 @@ NAMES = [  # (English sentence, the names and numbers its translation must keep 
 
 
 # Phone numbers, postcodes and ids as a student types them (issue 20: numbers come through): one group of 5-9 digits
-# or 2-3 groups of 2-5, drawn once (seed 2811) the way model.data.random_long_number draws them for training; the digits
-# are random, so no sentence can have been seen. Each must come through verbatim, groups and repeated digits included.
+# or 2-3 groups of 2-5, drawn once (seed 2811) the way stage 19 drew them for training (model.data.random_long_number);
+# the digits are random, so no sentence can have been seen. Each must come through verbatim, groups and repeated digits
+# included.
 LONG_NUMBERS = [
     "My phone number is 0069719.", "My phone number is 73524 120 857.", "My phone number is 0474 64710.",
     "My phone number is 6860 12.", "Call me at 06 92147.", "Call me at 75 95.", "Call me at 685076596.",
