@@ -73,8 +73,14 @@ from model.transformer import (
 # (~/runs/igcheck.py, bench/README 9): 1536 nodes in 48 segments of 32, at 1.5 times the cost of 1024. On the stage-16d
 # weights 1536 / 48 left 1.13 % (token 8 vs its runner-up), 1536 / 96 0.76 %, 2048 / 32 0.90 % and 1536 / 24 0.66 %:
 # 24 segments of 64 nodes, the same 1536 nodes (a whole sweep of the sentence 196 s against 215 s for 48 segments).
+# On the stage-20 weights (2026-11-27) no uniform split settled: 1536 / 24 left 3.16 %, 1536 / 48 1.60 %, 2048 / 64
+# 2.51 %, all at token 8 vs its runner-up, whose objective moves 0.86 nats in all and about half of it within 0.3 % of
+# the path (alpha 0.294-0.297). So a segment whose own completeness misses by more than IG_REFINE_TOL nats is halved, up
+# to IG_REFINE_DEPTH times (``_ig_between``): only the pieces around such a turn pay for more nodes.
 IG_STEPS = 1536
 IG_SEGMENTS = 24
+IG_REFINE_TOL = 1e-3  # nats a segment's attributions may miss f(end) - f(start) by before it is halved
+IG_REFINE_DEPTH = 4  # halvings at most: a segment of 1/24 of the path down to 1/384
 TOP_K = 8  # the step's candidates offered as the contrast y′
 
 __all__ = [
@@ -264,18 +270,33 @@ def _source_embeddings(model: Transformer, src: Tensor) -> Tensor:
     return inter["enc_tok_emb"]
 
 
-def _ig_segment(f, x: Tensor, k: int, n_segments: int, steps: int) -> IGPart:
+def _ig_segment(f, x: Tensor, k: int, n_segments: int, steps: int, depth: int = IG_REFINE_DEPTH) -> IGPart:
     """Integrated Gradients of ``f`` along segment k of ``n_segments`` of the straight path from the all-zero
     baseline to ``x (1, S, D)``: from (k / n)·x to ((k + 1) / n)·x, with ``steps / n_segments`` Gauss-Legendre nodes
-    (Captum's ``IntegratedGradients``). The segments' attributions add up to the whole path's (composite quadrature):
-    IG is a path integral of the gradient, and the straight path is the segments one after another."""
-    n = max(1, steps // n_segments)
-    start, end = x * (k / n_segments), x * ((k + 1) / n_segments)  # (1, S, D) each
+    (Captum's ``IntegratedGradients``), halved up to ``depth`` times where they do not settle (``_ig_between``). The segments' attributions
+    add up to the whole path's (composite quadrature): IG is a path integral of the gradient, and the straight path is
+    the segments one after another."""
+    return _ig_between(f, x, k / n_segments, (k + 1) / n_segments, max(1, steps // n_segments), depth)
+
+
+def _ig_between(f, x: Tensor, a: float, b: float, n: int, depth: int) -> IGPart:
+    """Integrated Gradients of ``f`` from a·x to b·x (``x (1, S, D)``, 0 ≤ a < b ≤ 1) with ``n`` Gauss-Legendre nodes.
+
+    Completeness holds on every piece of the path as on the whole (Sundararajan et al. 2017, proposition 1: the
+    attributions add up to f(b·x) − f(a·x)), so a piece whose sum misses by more than ``IG_REFINE_TOL`` nats has not
+    settled: it is split in two halves of ``n`` nodes each, up to ``depth`` times, and the halves' sums replace its own.
+    Where the objective turns sharply (a softmax that tips over within 0.2 % of the path) only the pieces around
+    the turn are split. ``IGPart.steps`` counts the nodes of the pieces kept."""
+    start, end = x * a, x * b  # (1, S, D) each
     with torch.enable_grad():
         ig = _captum().IntegratedGradients(f).attribute(end, baselines=start, n_steps=n, method="gausslegendre")  # (1, S, D)
     with torch.inference_mode():
         f_start, f_end = (float(v) for v in f(torch.cat([start, end])))
-    return IGPart(_np(ig[0].sum(dim=-1)), n, f_start, f_end)
+    part = IGPart(_np(ig[0].sum(dim=-1)), n, f_start, f_end)
+    if depth == 0 or abs(float(part.ig.sum(dtype=np.float64)) - (f_end - f_start)) <= IG_REFINE_TOL:
+        return part
+    left, right = (_ig_between(f, x, lo, hi, n, depth - 1) for lo, hi in ((a, (a + b) / 2), ((a + b) / 2, b)))
+    return IGPart(left.ig + right.ig, left.steps + right.steps, left.f_start, right.f_end)
 
 
 @dataclass(frozen=True)
@@ -346,6 +367,7 @@ def explain(
     contrast: int | None = None,
     ig_steps: int = IG_STEPS,
     ig_segments: int = IG_SEGMENTS,
+    ig_refine_depth: int = IG_REFINE_DEPTH,
 ) -> Explanation:
     """Why the decoder wrote output token ``position`` of the translation ``out_ids``: an ``Explanation``.
 
@@ -361,6 +383,9 @@ def explain(
         ig_steps: Gauss-Legendre steps of Integrated Gradients (that many forward and backward passes, in
             ``ig_segments`` batches, see ``ig_part``); 0: no Integrated Gradients (``Explanation.ig`` None), for a page
             that computes them in parts with a progress bar.
+        ig_refine_depth: how many times a segment whose own completeness misses by more than ``IG_REFINE_TOL`` nats
+            is halved (``_ig_between``); 0: every segment keeps its ``ig_steps / ig_segments`` nodes, so that two
+            objectives share one set of nodes (the linearity axiom then holds to float rounding).
 
     Raises:
         ValueError: for a position outside ``0 .. len(out_ids)``, a contrast outside the target vocabulary or equal
@@ -371,7 +396,11 @@ def explain(
         enc = model.encode(p.src, iv, need_weights=True, need_intermediates=True)
         dec = model.decode(p.prefix, enc, iv, need_weights=True, logits_at=torch.tensor([position], device=p.src.device))
         res = ForwardResult(dec.logits, enc.enc_self_attn, None, dec.cross_attn, enc.intermediates)
-    ig = None if ig_steps == 0 else IGResult.total([_ig_segment(p.f, p.x, k, ig_segments, ig_steps) for k in range(ig_segments)])
+    ig = (
+        None
+        if ig_steps == 0
+        else IGResult.total([_ig_segment(p.f, p.x, k, ig_segments, ig_steps, ig_refine_depth) for k in range(ig_segments)])
+    )
     with torch.enable_grad():
         gxi = _captum().InputXGradient(p.f).attribute(p.x.clone().requires_grad_(True))  # (1, S, D)
     return _explanation(model, tok, src_ids, p.prefix[0].tolist(), position, p.target, iv, contrast, res, gxi[0], ig)

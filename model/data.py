@@ -434,8 +434,8 @@ def random_long_number(rng: random.Random) -> str:
     Why: the corpora's shared numbers have 1-4 digits but for 16 pairs, so the swap (``random_number_like``: the same
     shape) never practised longer ones, and stage 18 dropped a group or a repeated digit of 9 of 40 such numbers
     ("Call me at 25700 11286." -> "... 25700 1286 ...", "712227" -> "71227"). The digits are cl100k's pieces of up to 3
-    digits each, so a long number is a run of pieces to copy in order, like a name. Until stage 19 a second group had at most 5 digits, and stage 19 wrote
-    "0176 5551234" as "0176 92"."""
+    digits each, so a long number is a run of pieces to copy in order, like a name. Until stage 19 a second group had at
+    most 5 digits, and stage 19 wrote "0176 5551234" as "0176 92"."""
     groups = rng.choice((1, 1, 2, 2, 3))
     parts = []
     for g in range(groups):

@@ -77,7 +77,9 @@ def integrated_gradients(ctx: state.Ctx, iv: Interventions, position: int, contr
         f"Compute Integrated Gradients ({IG_STEPS} steps)",
         key=key,
         icon=":material/calculate:",
-        help="A few seconds for a 15-word sentence: the model runs forward and backward once per step.",
+        help="A few seconds for a 15-word sentence: the model runs forward and backward once per step. Where the "
+        "model's output turns sharply along the way, that part of the path gets more steps, so that the attributions "
+        "still add up to the change in the objective.",
     ):
         return None
     bar = st.progress(0.0, text="Integrated Gradients…")
