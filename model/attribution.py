@@ -293,7 +293,7 @@ def _ig_between(f, x: Tensor, a: float, b: float, n: int, depth: int) -> IGPart:
     with torch.inference_mode():
         f_start, f_end = (float(v) for v in f(torch.cat([start, end])))
     part = IGPart(_np(ig[0].sum(dim=-1)), n, f_start, f_end)
-    if depth == 0 or abs(float(part.ig.sum(dtype=np.float64)) - (f_end - f_start)) <= IG_REFINE_TOL:
+    if depth == 0 or abs(part.error) <= IG_REFINE_TOL:
         return part
     left, right = (_ig_between(f, x, lo, hi, n, depth - 1) for lo, hi in ((a, (a + b) / 2), ((a + b) / 2, b)))
     return IGPart(left.ig + right.ig, left.steps + right.steps, left.f_start, right.f_end)

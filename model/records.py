@@ -701,6 +701,11 @@ class IGPart:
     f_start: float
     f_end: float
 
+    @property
+    def error(self) -> float:
+        """``ig.sum() − (f_end − f_start)``, nats: what the quadrature leaves of completeness on this segment."""
+        return float(self.ig.sum(dtype=np.float64)) - (self.f_end - self.f_start)
+
 
 @dataclass(frozen=True)
 class IGResult:

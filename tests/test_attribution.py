@@ -271,13 +271,10 @@ def test_a_segment_that_has_not_settled_is_halved_until_it_has():
     def f(e: torch.Tensor) -> torch.Tensor:  # (B, S, D) -> (B,)
         return torch.sigmoid(1000 * (e.mean(dim=(1, 2)) - 0.3))
 
-    def error(part) -> float:
-        return abs(float(part.ig.sum(dtype=np.float64)) - (part.f_end - part.f_start))
-
     coarse = _ig_between(f, x, 0.25, 0.5, 64, depth=0)
     refined = _ig_between(f, x, 0.25, 0.5, 64, depth=IG_REFINE_DEPTH)
-    assert error(coarse) > 10 * IG_REFINE_TOL and coarse.steps == 64
-    assert error(refined) <= IG_REFINE_TOL and refined.steps > 64
+    assert abs(coarse.error) > 10 * IG_REFINE_TOL and coarse.steps == 64
+    assert abs(refined.error) <= IG_REFINE_TOL and refined.steps > 64
     assert (refined.f_start, refined.f_end) == (coarse.f_start, coarse.f_end)
     smooth = _ig_between(lambda e: e.mean(dim=(1, 2)) ** 2, x, 0.0, 1.0, 64, depth=IG_REFINE_DEPTH)
     assert smooth.steps == 64, "a segment that settles is not split"

@@ -111,7 +111,7 @@ PHONE_NUMBERS = [
 
 
 def long_number(sentence: str) -> str:
-    """The number of a ``LONG_NUMBERS`` sentence, its groups joined by single spaces."""
+    """The number of a ``LONG_NUMBERS`` or ``PHONE_NUMBERS`` sentence, its groups joined by single spaces."""
     return re.search(r"\d[\d ]*\d", sentence).group()
 
 
@@ -205,13 +205,18 @@ def test_names_and_numbers_come_through_greedy(outputs):
     assert share >= TARGET, f"{share:.0%} of sentences keep every name and number (< {TARGET:.0%}); misses:\n{misses}"
 
 
+def numbers_missed(model, sentences: list[str]) -> list[str]:
+    """ "sentence -> output" for each of ``sentences`` whose greedy translation drops or changes a digit of its number."""
+    outs = translate(model, sentences, progress=False)
+    return [f"{s} -> {o}" for s, o in zip(sentences, outs, strict=True) if not kept(o, [long_number(s)])]
+
+
 def test_long_numbers_come_through_more_often_than_the_shipped_floor(model):
     """Phone numbers and postcodes (``LONG_NUMBERS``) keep every group and digit, greedy: a guard at the number the
     shipped model reached (LONG_FLOOR, a count). What is lost is a middle group or one of a run of equal digits ("Call me at
     25700 11286." -> "... 25700 1286 ...")."""
     assert len(LONG_NUMBERS) == 40
-    outs = translate(model, LONG_NUMBERS, progress=False)
-    misses = [f"{s} -> {o}" for s, o in zip(LONG_NUMBERS, outs, strict=True) if not kept(o, [long_number(s)])]
+    misses = numbers_missed(model, LONG_NUMBERS)
     kept_n = len(LONG_NUMBERS) - len(misses)
     assert kept_n >= LONG_FLOOR, f"{kept_n} of 40 long numbers kept (< {LONG_FLOOR}); misses:\n" + "\n".join(misses)
 
@@ -220,7 +225,6 @@ def test_phone_numbers_with_a_long_subscriber_number_come_through(model):
     """``PHONE_NUMBERS`` keep every digit, greedy: a guard at the count the shipped model reached (PHONE_FLOOR). Stage 20
     loses one of a run of equal digits ("180 193655" -> "180 19365")."""
     assert len(PHONE_NUMBERS) == 30
-    outs = translate(model, PHONE_NUMBERS, progress=False)
-    misses = [f"{s} -> {o}" for s, o in zip(PHONE_NUMBERS, outs, strict=True) if not kept(o, [long_number(s)])]
+    misses = numbers_missed(model, PHONE_NUMBERS)
     kept_n = len(PHONE_NUMBERS) - len(misses)
     assert kept_n >= PHONE_FLOOR, f"{kept_n} of 30 phone numbers kept (< {PHONE_FLOOR}); misses:\n" + "\n".join(misses)
