@@ -209,6 +209,8 @@ NAME_WORD = re.compile(r"[^\W\d_][^\W\d_'’-]*(?:-[^\W\d_]+)*")  # a word of le
 LATIN_WORD = re.compile(r"[A-Za-zÀ-ÖØ-öø-ɏ]+")  # one word in Latin letters, accents included
 NUMBER = re.compile(r"(?<![\w.,:])\d+(?:[.,:]\d+)*(?![\w]|[.,:]\d)")  # 30, 7:45, 1,000, 3.5
 TIME = re.compile(r"\d{1,2}:\d\d")  # a clock time as English writes it: 7:45, 12:30
+GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+")  # a number with English thousands separators: 12,000, 3,700,000
+DECIMAL = re.compile(r"\d+\.\d+")  # a number with an English decimal point: 3.5, 12.50
 
 
 @dataclass(frozen=True)
@@ -226,6 +228,7 @@ class EntityPools:
     piece_heads: float = 0.0  # share of piece names that begin with a capitalised piece ("Tim", "Raj" + 0-2 pieces)
     heads: tuple[str, ...] = ()  # those capitalised pieces: ``capital_pieces`` of the vocabulary
     long_numbers: float = 0.0  # share of whole numbers replaced by a long one ("14 tickets" -> "0176 55512 tickets")
+    grouped_numbers: float = 0.0  # share of whole numbers replaced by "3,700,000" / "3.5", German "3.700.000" / "3,5"
 
     def draw(self, rng: random.Random) -> str:
         """A random first name (half the time), surname or city (a quarter each); a ``splice`` share of the
@@ -245,9 +248,12 @@ class EntityPools:
         of ``YEARS``. The four-digit numbers of the corpora are few (about 400 pairs), so the year pieces ("198",
         "199") were seldom copied: stage 7 wrote 1983-1999 as 196x, with the source piece attended (0.9) and the
         output nearly flat over the year pieces. A ``long_numbers`` share of the whole numbers becomes
-        ``random_long_number`` instead (a phone number, a postcode)."""
+        ``random_long_number`` instead (a phone number, a postcode), and a ``grouped_numbers`` share
+        ``random_grouped_number`` (English form: "3,700,000", "3.5"; ``german_number`` writes the German side)."""
         if self.long_numbers and number.isdigit() and rng.random() < self.long_numbers:
             return random_long_number(rng)
+        if self.grouped_numbers and number.isdigit() and rng.random() < self.grouped_numbers:
+            return random_grouped_number(rng)
         if self.years and number.isdigit() and rng.random() < self.years:
             return str(rng.randint(*YEARS))
         return random_number_like(number, rng)
@@ -311,10 +317,11 @@ def entity_pools(
     piece_heads: float = 0.0,
     heads: tuple[str, ...] = (),
     long_numbers: float = 0.0,
+    grouped_numbers: float = 0.0,
 ) -> EntityPools:
     """Draw names and cities from Faker's locale data (``faker`` is needed for training only); ``splice``,
-    ``full_name``, ``years``, ``piece_names``, ``pieces``, ``piece_heads``, ``heads`` and ``long_numbers`` are
-    ``EntityPools``'s.
+    ``full_name``, ``years``, ``piece_names``, ``pieces``, ``piece_heads``, ``heads``, ``long_numbers`` and
+    ``grouped_numbers`` are ``EntityPools``'s.
 
     Each locale gives up to ``per_locale`` first names, surnames and cities (fewer cities: Faker's lists
     are short for some); the locales in non-Latin scripts are kept to ``other_script_share`` of each pool,
@@ -344,7 +351,7 @@ def entity_pools(
 
     return EntityPools(
         mix(pools["first"]), mix(pools["last"]), mix(pools["city"]), splice, full_name, years, piece_names, tuple(pieces),
-        piece_heads, tuple(heads), long_numbers,
+        piece_heads, tuple(heads), long_numbers, grouped_numbers,
     )  # fmt: skip
 
 
@@ -367,16 +374,17 @@ def proper_nouns(src_texts: Iterable[str], min_count: int = 2) -> frozenset[str]
     )
 
 
-def shared_entities(src: str, tgt: str, names: frozenset[str]) -> list[str]:
+def shared_entities(src: str, tgt: str, names: frozenset[str], *, german_formats: bool = False) -> list[str]:
     """The names (words in ``names``) and numbers that appear verbatim, as whole words, on both sides of a
-    pair, in order of first appearance in ``src``. A German genitive "Toms" counts as "Tom"."""
+    pair, in order of first appearance in ``src``. A German genitive "Toms" counts as "Tom". With ``german_formats``
+    an English "12,000" is found on the German side as "12.000", "12 000" or "12000" too, and "3.5" as "3,5"."""
     found: list[str] = []
     for w in NAME_WORD.findall(src):
         if w in names and w not in found and re.search(rf"(?<!\w){re.escape(w)}s?(?!\w)", tgt):
             found.append(w)
     for m in NUMBER.finditer(src):
         n = m.group()
-        if n not in found and re.search(_number_pattern(n, german=True), tgt):
+        if n not in found and re.search(_number_pattern(n, german=True, formats=german_formats), tgt):
             found.append(n)
     return found
 
@@ -384,12 +392,18 @@ def shared_entities(src: str, tgt: str, names: frozenset[str]) -> list[str]:
 GERMAN_HOURS = ("zwölf", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun", "zehn", "elf")
 
 
-def _number_pattern(number: str, *, german: bool = False) -> str:
+def _number_pattern(number: str, *, german: bool = False, formats: bool = False) -> str:
     """The pattern of ``number`` as a whole number (not part of "7:450" or "3.5.1"); on the German side
     (``german``) a clock time "7:45" also as "7.45", and a half hour "9:30" also as "halb zehn" (German writes all
     three; the swap writes the English form on both sides). Tatoeba writes 110 of its training pairs' half hours
-    "halb ..." and only 61 "H:30"-shaped times copied, so stages 7-9 wrote "9:30" as "halb drei"."""
+    "halb ..." and only 61 "H:30"-shaped times copied, so stages 7-9 wrote "9:30" as "halb drei". With ``formats``
+    (and ``german``) a number with English thousands separators also as German groups it (a dot, a space or
+    nothing: "12.000", "12 000", "12000") and a decimal point also as a decimal comma ("3,5")."""
     body = re.escape(number)
+    if german and formats and GROUPED.fullmatch(number):
+        body = r"[.,\s]?".join(number.split(","))  # "12,000" -> 12[.,\s]?000: digits need no escape
+    elif german and formats and DECIMAL.fullmatch(number):
+        body = body.replace(r"\.", "[.,]")
     if german and TIME.fullmatch(number):
         body = body.replace(":", "[:.]")
         hour, minute = (int(x) for x in number.split(":"))
@@ -445,6 +459,37 @@ def random_long_number(rng: random.Random) -> str:
     return " ".join(parts)
 
 
+def random_grouped_number(rng: random.Random) -> str:
+    """A random number as English writes a large or a decimal one: three times in four a whole number of 4-9 digits with
+    thousands separators, half of them round ("3,700,000", "12,000", "48,213"); else a decimal of 1-3 digits before
+    the point and 1-2 after ("3.5", "12.50"). ``german_number`` gives the German side.
+
+    Why: stage 20 wrote "The town has 12,000 people." as "... zwölf Menschen.", "1,800,000" as "1,000" and "2,499"
+    as "2,4999": the corpora's 167 English training pairs with a thousands separator are written in German with a
+    dot, a space, no separator or a number word, so no verbatim swap ever practised them."""
+    if rng.random() < 0.75:
+        n = rng.randint(4, 9)
+        digits = str(rng.randint(1, 9)) + "".join(str(rng.randint(0, 9)) for _ in range(n - 1))
+        if rng.random() < 0.5:  # round: 1-3 significant digits, then zeros
+            keep = rng.randint(1, 3)
+            digits = digits[:keep] + "0" * (n - keep)
+        return f"{int(digits):,}"
+    whole = str(rng.randint(0, 9)) if rng.random() < 0.5 else str(rng.randint(10, 999))
+    return f"{whole}.{rng.randint(1, 9)}" if rng.random() < 0.5 else f"{whole}.{rng.randint(0, 99):02d}"
+
+
+def german_number(number: str) -> str:
+    """``number`` as German writes it: thousands grouped with dots ("3,700,000" -> "3.700.000"), a decimal comma
+    ("3.5" -> "3,5"); any other number as it is ("7:45", "0176 5551234", "1998"). German groups the digits of a large
+    number with a dot or a (thin) space; of Tatoeba's 167 training pairs with an English thousands separator, the German
+    writes 38 numbers with dots, 19 with spaces, 41 without a separator and 75 in words or not at all."""
+    if GROUPED.fullmatch(number):
+        return number.replace(",", ".")
+    if DECIMAL.fullmatch(number):
+        return number.replace(".", ",")
+    return number
+
+
 # English words that put a clock time in the afternoon or evening, which German writes on the 24-hour clock
 AFTERNOON = re.compile(r"\b(?:p\.?\s?m\b|afternoon|evening|tonight|night)", re.IGNORECASE)
 
@@ -491,15 +536,19 @@ def times_as_typed(src: str, tgt: str) -> tuple[str, str]:
 def substitute_entities(src: str, tgt: str, entities: list[str], pools: EntityPools, rng: random.Random) -> tuple[str, str]:
     """Replace each entity of ``entities`` (from ``shared_entities``) by the same random name, place or
     number on both sides; a German genitive "-s" stays attached ("Toms" -> "Amiras"), and a clock time
-    the German side writes with a dot ("2.30 Uhr" for "2:30") takes the English colon, like every copied number."""
+    the German side writes with a dot ("2.30 Uhr" for "2:30") takes the English colon, like every copied number.
+    With ``pools.grouped_numbers`` set, a number's German side is written as German writes it instead (``german_number``:
+    "12,000" -> "12.000", "3.5" -> "3,5"), found in any of German's forms (``shared_entities``' ``german_formats``)."""
+    formats = pools.grouped_numbers > 0  # German number formats: "12,000" is "12.000" on the German side
     for e in entities:
         new = pools.number(e, rng) if e[0].isdigit() else pools.draw(rng)
+        new_tgt = german_number(new) if formats else new
         if e[0].isdigit():
-            pat_src, pat_tgt = _number_pattern(e), _number_pattern(e, german=True)
+            pat_src, pat_tgt = _number_pattern(e), _number_pattern(e, german=True, formats=formats)
         else:
             pat_src, pat_tgt = rf"(?<!\w){re.escape(e)}(?!\w)", rf"(?<!\w){re.escape(e)}(?=s?(?!\w))"
         src = re.sub(pat_src, lambda _m, n=new: n, src)
-        tgt = re.sub(pat_tgt, lambda _m, n=new: n, tgt)
+        tgt = re.sub(pat_tgt, lambda _m, n=new_tgt: n, tgt)
     return src, tgt
 
 
@@ -668,7 +717,10 @@ class EntitySwapper:
             raise ValueError(f"entity substitution probability must be in [0, 1], got {p}")
         self.names = proper_nouns(s for s, _ in pairs) if names is None else names
         self.pairs, self.pools, self.p, self.seed = pairs, pools, p, seed
-        self.entities = {i: e for i, (s, t) in enumerate(pairs) if (e := shared_entities(s, t, self.names))}
+        formats = pools.grouped_numbers > 0
+        self.entities = {
+            i: e for i, (s, t) in enumerate(pairs) if (e := shared_entities(s, t, self.names, german_formats=formats))
+        }
         self.later = {i: lt for i, (s, t) in enumerate(pairs) if (lt := later_times(s, t))} if later else {}
         self.dates = {i: d for i, (s, t) in enumerate(pairs) if (d := shared_dates(s, t))} if dates else {}
         self.months = {i: m for i, (s, t) in enumerate(pairs) if (m := shared_months(s, t))} if dates else {}

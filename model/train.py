@@ -331,6 +331,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         "postcode is typed (5-9 digits, or 2-3 groups of 2-5: '0176 55512'; model.data.random_long_number)",
     )
     ap.add_argument(
+        "--entity-grouped-numbers",
+        type=float,
+        default=0.0,
+        metavar="G",
+        help="with --entity-swap: this share of the whole numbers swapped becomes a large or decimal number, English "
+        "'3,700,000' / '3.5', German '3.700.000' / '3,5' (model.data.random_grouped_number); any G > 0 also swaps the "
+        "corpora's grouped and decimal numbers, the German side written with German separators",
+    )
+    ap.add_argument(
         "--entity-piece-names",
         type=float,
         default=0.0,
@@ -648,6 +657,7 @@ def main(argv=None) -> dict:
             seed=a.seed, splice=a.entity_splice, full_name=a.entity_full_name, years=a.entity_years,
             piece_names=a.entity_piece_names, pieces=word_pieces(texts),
             piece_heads=a.entity_piece_heads, heads=capital_pieces(texts), long_numbers=a.entity_long_numbers,
+            grouped_numbers=a.entity_grouped_numbers,
         )  # fmt: skip
         swappers = [
             EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed, later=a.drop_context_times, dates=a.entity_dates)

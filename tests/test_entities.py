@@ -12,16 +12,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.data import (
+    DECIMAL,
+    GROUPED,
     MONTHS,
     EntityPools,
     EntitySwapper,
     capital_pieces,
     drop_context_times,
+    german_number,
     later_times,
     months_to_dates,
     nicht_after_object,
     ordinal,
     proper_nouns,
+    random_grouped_number,
     random_long_number,
     random_number_like,
     shared_dates,
@@ -211,6 +215,70 @@ def test_a_phone_number_with_a_long_subscriber_number_can_be_drawn():
     """Stage 19 wrote "0176 5551234" as "0176 92": its generator never drew a second group of more than 5 digits."""
     draws = [random_long_number(random.Random(seed)).split(" ") for seed in range(2000)]
     assert any(len(d) == 2 and len(d[1]) >= 7 for d in draws)
+
+
+def test_german_writes_thousands_with_dots_and_decimals_with_a_comma():
+    assert german_number("3,700,000") == "3.700.000" and german_number("12,000") == "12.000"
+    assert german_number("3.5") == "3,5" and german_number("12.50") == "12,50"
+    assert [german_number(n) for n in ("7:45", "1998", "0176 5551234", "14")] == ["7:45", "1998", "0176 5551234", "14"]
+
+
+@given(st.integers(0, 2**32))
+def test_a_grouped_number_is_a_large_whole_number_or_a_decimal_in_english_form(seed):
+    n = random_grouped_number(random.Random(seed))
+    if GROUPED.fullmatch(n):
+        assert 4 <= len(n.replace(",", "")) <= 9 and f"{int(n.replace(',', '')):,}" == n  # groups of 3, no leading 0
+    else:
+        assert DECIMAL.fullmatch(n) and len(n.split(".")[0]) <= 3 and 1 <= len(n.split(".")[1]) <= 2
+    assert float(german_number(n).replace(".", "").replace(",", ".")) == float(n.replace(",", ""))  # the same value
+
+
+def test_a_grouped_numbers_share_of_whole_numbers_becomes_english_and_german_forms_of_one_number():
+    """``--entity-grouped-numbers``: "14 tickets" -> "3,700,000 tickets" / "3.700.000 Karten" (or "3.5" / "3,5")."""
+    pools = EntityPools(("Emeka",), ("Okonkwo",), ("Tartu",), grouped_numbers=1.0)
+    seen = set()
+    for seed in range(40):
+        src, tgt = substitute_entities("Anna bought 14 tickets.", "Anna kaufte 14 Karten.", ["14"], pools, random.Random(seed))
+        number = src.removeprefix("Anna bought ").removesuffix(" tickets.")
+        assert GROUPED.fullmatch(number) or DECIMAL.fullmatch(number)
+        assert tgt == f"Anna kaufte {german_number(number)} Karten."
+        seen.add("grouped" if GROUPED.fullmatch(number) else "decimal")
+    assert seen == {"grouped", "decimal"}
+    assert re.fullmatch(r"\d:\d\d", pools.number("7:45", random.Random(0)))  # a clock time keeps its shape
+    assert not EntityPools(("Emeka",), ("Okonkwo",), ("Tartu",)).grouped_numbers  # off unless asked for
+
+
+GERMAN_FORMS = [
+    ("The town has 12,000 people.", "Die Stadt hat 12.000 Einwohner.", "12,000"),
+    ("We paid $12,000 for it.", "Wir haben 12 000 Dollar dafür bezahlt.", "12,000"),
+    ("I have 1,500 cows.", "Ich habe 1500 Kühe.", "1,500"),
+    ("It is 3.5 km away.", "Es ist 3,5 km entfernt.", "3.5"),
+]
+
+
+@pytest.mark.parametrize(("en", "de", "number"), GERMAN_FORMS)
+def test_a_corpus_number_in_german_form_is_swapped_with_german_separators_only_when_asked(en, de, number):
+    """Tatoeba writes "12,000" as "12.000", "12 000" or "12000": with German formats on, each is the same number,
+    swapped together, the German side then written as German writes it; off (stages up to 20), none is a shared entity."""
+    assert shared_entities(en, de, frozenset()) == []
+    assert shared_entities(en, de, frozenset(), german_formats=True) == [number]
+    pools = EntityPools(("Emeka",), ("Okonkwo",), ("Tartu",), grouped_numbers=1e-9)  # formats on, draws of the same shape
+    src, tgt = substitute_entities(en, de, [number], pools, random.Random(3))
+    new = next(m.group() for m in re.finditer(r"\d[\d.,]*\d|\d", src))
+    assert new != number and (GROUPED.fullmatch(new) or DECIMAL.fullmatch(new))
+    assert tgt == re.sub(r"\d[\d.,\s]*\d", german_number(new), de, count=1)
+
+
+def test_the_swapper_finds_german_forms_only_with_grouped_numbers():
+    pairs = [(en, de) for en, de, _ in GERMAN_FORMS]
+    assert EntitySwapper(pairs, POOLS, 1.0, names=frozenset()).entities == {}
+    on = EntitySwapper(pairs, EntityPools(("A",), ("B",), ("C",), grouped_numbers=0.5), 1.0, names=frozenset())
+    assert on.entities == {i: [n] for i, (_, _, n) in enumerate(GERMAN_FORMS)}
+    swapped = on.swapped(0)
+    assert len(swapped) == len(GERMAN_FORMS)  # p = 1.0: every pair with a number
+    for src, tgt in swapped.values():
+        number = re.search(r"\d[\d.,]*\d|\d", src).group()
+        assert german_number(number) in tgt, (src, tgt)
 
 
 def test_a_half_hour_the_german_side_writes_halb_is_swapped_and_takes_the_colon():
