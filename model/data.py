@@ -689,6 +689,29 @@ def nicht_after_object(src: str, tgt: str) -> bool:
     return bool(_ENGLISH_NEGATION.search(src)) and bool(_NICHT_AFTER_OBJECT.search(tgt))
 
 
+ENGLISH_WORD = re.compile(r"[A-Za-z]+")
+
+
+def british_spelling(text: str) -> str:
+    """``text`` with each American spelling that breame's list knows written the British way, its case kept ("My favorite
+    color" -> "My favourite colour", "Center" -> "Centre"); German and every other word untouched.
+
+    Why: the corpora's English is American (4,075 of 221,006 training pairs hold a word breame spells otherwise in
+    Britain, almost none the British form), and stage 20 wrote "My favourite colour is blue." as "Mein Favouriter ist
+    blau." and "20 metres" as "20 Meister" ("favorite color", "meters": right). English in German schools is British.
+    breame (Apache-2.0) is needed for training only, like Faker."""
+    from breame.spelling import american_spelling_exists, get_british_spelling
+
+    def one(m: re.Match) -> str:
+        word = m.group()
+        if not american_spelling_exists(word):
+            return word
+        gb = get_british_spelling(word)  # lower case
+        return gb.upper() if word.isupper() and len(word) > 1 else gb.capitalize() if word[0].isupper() else gb
+
+    return ENGLISH_WORD.sub(one, text)
+
+
 class EntitySwapper:
     """Entity substitution for a list of training pairs, fresh each epoch.
 
@@ -699,7 +722,9 @@ class EntitySwapper:
     With ``dates`` a pair with an English date that the German side writes as a date (``shared_dates``) gets a new day and
     month on both sides (``substitute_dates``), its day no longer swapped as a plain number ("47. Mai"), and a pair with
     "in May" / "im Mai" (``shared_months``) gets a date instead (``months_to_dates``). ``names``: the words that count
-    as names (default: ``proper_nouns`` of the pairs' English side).
+    as names (default: ``proper_nouns`` of the pairs' English side). With ``british`` a share of the pairs whose English
+    holds an American spelling gets it spelled the British way (``british_spelling``, its own draw, after the
+    entities; the German untouched).
     """
 
     def __init__(
@@ -712,9 +737,14 @@ class EntitySwapper:
         later: bool = False,
         dates: bool = False,
         names: frozenset[str] | None = None,
+        british: float = 0.0,
     ):
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"entity substitution probability must be in [0, 1], got {p}")
+        if not 0.0 <= british <= 1.0:
+            raise ValueError(f"British spelling share must be in [0, 1], got {british}")
+        self.british = british
+        self.american = [i for i, (s, _) in enumerate(pairs) if british_spelling(s) != s] if british else []
         self.names = proper_nouns(s for s, _ in pairs) if names is None else names
         self.pairs, self.pools, self.p, self.seed = pairs, pools, p, seed
         formats = pools.grouped_numbers > 0
@@ -745,4 +775,9 @@ class EntitySwapper:
                 if i in self.months:
                     src, tgt = months_to_dates(src, tgt, self.months[i], rng)
                 out[i] = src, tgt
+        rng = random.Random(f"{self.seed}:{epoch}:british")  # its own draws: the entity swaps stay as without it
+        for i in self.american:
+            if rng.random() < self.british:
+                src, tgt = out.get(i, self.pairs[i])
+                out[i] = british_spelling(src), tgt
         return out

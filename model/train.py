@@ -35,6 +35,7 @@ from tqdm import tqdm
 from model.checkpoint import convert_legacy_state_dict, legacy_name, load_checkpoint, save_checkpoint
 from model.data import (
     EntitySwapper,
+    british_spelling,
     capital_pieces,
     corpus_dir,
     default_data_dir,
@@ -385,6 +386,22 @@ def parse_args(argv=None) -> argparse.Namespace:
         'each copy with its own random date ("on 3 May 2003" / "am 3. Mai 2003"; model.data.months_to_dates): date practice',
     )
     ap.add_argument(
+        "--british-spelling",
+        type=float,
+        default=0.0,
+        metavar="B",
+        help="with --entity-swap: this share of the pairs whose English holds an American spelling ('color', 'meters') "
+        "gets it spelled the British way each epoch ('colour', 'metres'; model.data.british_spelling, breame's list)",
+    )
+    ap.add_argument(
+        "--british-corpus",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --entity-swap: every training pair whose English holds an American spelling N more times an epoch, "
+        "spelled the British way, names swapped as in the corpora",
+    )
+    ap.add_argument(
         "--negation-corpus",
         type=int,
         default=0,
@@ -412,6 +429,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     a = ap.parse_args(argv)
     if a.date_corpus and not (a.entity_dates and a.entity_swap > 0):
         ap.error("--date-corpus needs --entity-swap and --entity-dates (the dates it practises are theirs)")
+    if (a.british_spelling or a.british_corpus) and a.entity_swap <= 0:
+        ap.error("--british-spelling and --british-corpus need --entity-swap (the entity swapper spells them)")
     return a
 
 
@@ -653,6 +672,7 @@ def main(argv=None) -> dict:
         train_sets.append(Corpus("negations", negations))
     if a.entity_swap > 0:
         texts = init_piece_texts(a) if a.entity_piece_names else []  # the vocabulary's pieces make piece names
+        gb = a.british_spelling
         pools = entity_pools(
             seed=a.seed, splice=a.entity_splice, full_name=a.entity_full_name, years=a.entity_years,
             piece_names=a.entity_piece_names, pieces=word_pieces(texts),
@@ -660,14 +680,16 @@ def main(argv=None) -> dict:
             grouped_numbers=a.entity_grouped_numbers,
         )  # fmt: skip
         swappers = [
-            EntitySwapper(c.pairs, pools, a.entity_swap, seed=a.seed, later=a.drop_context_times, dates=a.entity_dates)
+            EntitySwapper(
+                c.pairs, pools, a.entity_swap, seed=a.seed, later=a.drop_context_times, dates=a.entity_dates, british=gb
+            )
             for c in train_sets
         ]
         corpora = list(zip(train_sets, swappers, strict=True))
         if a.entity_corpus:  # copy practice: every pair with a shared entity (or date) once more, always swapped
             pairs = [c.pairs[i] for c, sw in corpora for i in sorted(sw.entities | sw.dates | sw.months)]
             train_sets.append(Corpus("entities", pairs, a.entity_corpus))
-            swappers.append(EntitySwapper(pairs, pools, 1.0, seed=a.seed + 1, dates=a.entity_dates))
+            swappers.append(EntitySwapper(pairs, pools, 1.0, seed=a.seed + 1, dates=a.entity_dates, british=gb))
         names = frozenset().union(*(sw.names for _, sw in corpora))  # for N copies below: the corpora's names, not theirs
         if a.date_corpus:  # date practice: each pair with a date or "in May" N more times, each copy its own date
             pairs = [c.pairs[i] for c, sw in corpora for i in sorted(sw.dates | sw.months)] * a.date_corpus
@@ -676,6 +698,10 @@ def main(argv=None) -> dict:
         if negations:  # negation practice: each copy swapped as its corpus swaps, fresh each epoch
             train_sets.append(Corpus("negations", negations))
             swappers.append(EntitySwapper(negations, pools, a.entity_swap, seed=a.seed + 3, dates=a.entity_dates, names=names))
+        if a.british_corpus:  # spelling practice: each pair with an American spelling N more times, spelled the British way
+            pairs = [p for c, _ in corpora for p in c.pairs if british_spelling(p[0]) != p[0]] * a.british_corpus
+            train_sets.append(Corpus("british", pairs))
+            swappers.append(EntitySwapper(pairs, pools, a.entity_swap, seed=a.seed + 4, names=names, british=1.0))
         # the vocabulary also counts one epoch's swapped pairs, so that name pieces get target ids
         train_pairs += [p for sw in swappers for p in sw.swapped(0).values()]
     init = (

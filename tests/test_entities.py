@@ -17,6 +17,7 @@ from model.data import (
     MONTHS,
     EntityPools,
     EntitySwapper,
+    british_spelling,
     capital_pieces,
     drop_context_times,
     german_number,
@@ -279,6 +280,34 @@ def test_the_swapper_finds_german_forms_only_with_grouped_numbers():
     for src, tgt in swapped.values():
         number = re.search(r"\d[\d.,]*\d|\d", src).group()
         assert german_number(number) in tgt, (src, tgt)
+
+
+def test_british_spelling_rewrites_american_spellings_and_keeps_their_case():
+    assert british_spelling("My favorite color is gray.") == "My favourite colour is grey."
+    assert british_spelling("The THEATER is in the Center of town.") == "The THEATRE is in the Centre of town."
+    assert british_spelling("Tom traveled 20 kilometers.") == "Tom travelled 20 kilometres."
+    for text in ("I like apples.", "Meine Lieblingsfarbe ist grau.", "My favourite colour.", "", "Emoji 🙂 and 東京"):
+        assert british_spelling(text) == text  # nothing American: untouched
+
+
+def test_the_swapper_spells_the_english_the_british_way_only_when_asked_and_never_the_german():
+    pairs = [
+        ("Tom's favorite color is gray.", "Toms Lieblingsfarbe ist grau."),
+        ("I like apples.", "Ich mag Äpfel."),
+        ("The theater is big.", "Das Theater ist groß."),
+    ]
+    names = frozenset({"Tom"})
+    off = EntitySwapper(pairs, POOLS, 1.0, names=names)
+    on = EntitySwapper(pairs, POOLS, 1.0, names=names, british=1.0)
+    assert off.american == [] and on.american == [0, 2]
+    assert on.swapped(0)[2] == ("The theatre is big.", "Das Theater ist groß.")
+    src, tgt = on.swapped(0)[0]
+    assert src == british_spelling(off.swapped(0)[0][0]) and tgt == off.swapped(0)[0][1]  # the same name, British words
+    assert "favourite colour is grey" in src and "Lieblingsfarbe ist grau" in tgt and 1 not in on.swapped(0)
+    half = EntitySwapper(pairs * 200, POOLS, 0.0, names=names, british=0.5)
+    assert 150 < len(half.swapped(0)) < 250  # about half of the 400 pairs with an American spelling
+    with pytest.raises(ValueError, match="British"):
+        EntitySwapper(pairs, POOLS, 1.0, british=1.5)
 
 
 def test_a_half_hour_the_german_side_writes_halb_is_swapped_and_takes_the_colon():

@@ -394,3 +394,23 @@ def test_negation_corpus_adds_the_negated_pairs_n_times(tmp_path, capsys):
     main([*tiny, "--out", str(tmp_path / "swap"), "--negation-corpus", "3", "--entity-swap", "1.0"])
     out = capsys.readouterr().out
     assert "negations 6x1" in out and "entity swap p=1.0 on 6 pairs" in out  # chat's three with Tom, the copies' three
+
+
+def test_british_corpus_adds_the_american_spelled_pairs_n_times_spelled_the_british_way(tmp_path, capsys):
+    """--british-corpus N: the pairs whose English holds an American spelling N more times an epoch (British-spelled by
+    their swapper); --british-spelling B and it need --entity-swap."""
+    train = [
+        ("My favorite color is gray.", "Meine Lieblingsfarbe ist grau."),
+        ("The theater is big.", "Das Theater ist groß."),
+        ("I like apples.", "Ich mag Äpfel."),
+    ]
+    tiny = [*chat_run(tmp_path, train), "--entity-swap", "1.0"]
+    main([*tiny, "--out", str(tmp_path / "plain")])
+    assert "british" not in capsys.readouterr().out
+    main([*tiny, "--out", str(tmp_path / "gb"), "--british-corpus", "3", "--british-spelling", "0.5"])
+    assert "british 6x1" in capsys.readouterr().out  # two pairs, three times each
+    no_swap = [a for a in tiny if a not in ("--entity-swap", "1.0")]
+    for flag in ("--british-corpus", "--british-spelling"):
+        with pytest.raises(SystemExit):
+            parse_args([*no_swap, "--out", str(tmp_path / "x"), flag, "1"])
+        assert "need --entity-swap" in capsys.readouterr().err
