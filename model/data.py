@@ -229,6 +229,7 @@ class EntityPools:
     heads: tuple[str, ...] = ()  # those capitalised pieces: ``capital_pieces`` of the vocabulary
     long_numbers: float = 0.0  # share of whole numbers replaced by a long one ("14 tickets" -> "0176 55512 tickets")
     grouped_numbers: float = 0.0  # share of whole numbers replaced by "3,700,000" / "3.5", German "3.700.000" / "3,5"
+    clock_words: float = 0.0  # share of clock times replaced by words: "half past seven" / "halb acht"
 
     def draw(self, rng: random.Random) -> str:
         """A random first name (half the time), surname or city (a quarter each); a ``splice`` share of the
@@ -318,10 +319,11 @@ def entity_pools(
     heads: tuple[str, ...] = (),
     long_numbers: float = 0.0,
     grouped_numbers: float = 0.0,
+    clock_words: float = 0.0,
 ) -> EntityPools:
     """Draw names and cities from Faker's locale data (``faker`` is needed for training only); ``splice``,
-    ``full_name``, ``years``, ``piece_names``, ``pieces``, ``piece_heads``, ``heads``, ``long_numbers`` and
-    ``grouped_numbers`` are ``EntityPools``'s.
+    ``full_name``, ``years``, ``piece_names``, ``pieces``, ``piece_heads``, ``heads``, ``long_numbers``,
+    ``grouped_numbers`` and ``clock_words`` are ``EntityPools``'s.
 
     Each locale gives up to ``per_locale`` first names, surnames and cities (fewer cities: Faker's lists
     are short for some); the locales in non-Latin scripts are kept to ``other_script_share`` of each pool,
@@ -351,7 +353,7 @@ def entity_pools(
 
     return EntityPools(
         mix(pools["first"]), mix(pools["last"]), mix(pools["city"]), splice, full_name, years, piece_names, tuple(pieces),
-        piece_heads, tuple(heads), long_numbers, grouped_numbers,
+        piece_heads, tuple(heads), long_numbers, grouped_numbers, clock_words,
     )  # fmt: skip
 
 
@@ -518,6 +520,27 @@ def drop_context_times(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(s, t) for s, t in pairs if not (later_times(s, t) and not AFTERNOON.search(s))]
 
 
+ENGLISH_HOURS = ("twelve", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven")
+
+
+def random_clock_words(rng: random.Random) -> tuple[str, str]:
+    """A random clock time in words, English and German: "half past seven" / "halb acht" (German counts the half hour
+    towards the next hour), "quarter past seven" / "Viertel nach sieben", "quarter to eight" / "Viertel vor acht",
+    "seven o'clock" / "sieben Uhr" ("ein Uhr" for one).
+
+    Why: stage 20 wrote "It is half past seven." as "Es ist halb sieben." (6:30), the trap every German class meets:
+    Tatoeba's training pairs say "half past" 12 times, so the model copied the hour word."""
+    hour = rng.randint(1, 12)
+    kind = rng.randrange(4)
+    if kind == 0:
+        return f"half past {ENGLISH_HOURS[hour % 12]}", f"halb {GERMAN_HOURS[(hour + 1) % 12]}"
+    if kind == 1:
+        return f"quarter past {ENGLISH_HOURS[hour % 12]}", f"Viertel nach {GERMAN_HOURS[hour % 12]}"
+    if kind == 2:
+        return f"quarter to {ENGLISH_HOURS[hour % 12]}", f"Viertel vor {GERMAN_HOURS[hour % 12]}"
+    return f"{ENGLISH_HOURS[hour % 12]} o'clock", f"{'ein' if hour == 1 else GERMAN_HOURS[hour % 12]} Uhr"
+
+
 def times_as_typed(src: str, tgt: str) -> tuple[str, str]:
     """The pair with each English clock time of ``src`` that ``tgt`` writes another way ("2.30 Uhr", "halb drei" for
     "2:30"; ``_number_pattern``) written on the German side as typed ("2:30 Uhr", "2:30"). The swap does this to the
@@ -538,13 +561,18 @@ def substitute_entities(src: str, tgt: str, entities: list[str], pools: EntityPo
     number on both sides; a German genitive "-s" stays attached ("Toms" -> "Amiras"), and a clock time
     the German side writes with a dot ("2.30 Uhr" for "2:30") takes the English colon, like every copied number.
     With ``pools.grouped_numbers`` set, a number's German side is written as German writes it instead (``german_number``:
-    "12,000" -> "12.000", "3.5" -> "3,5"), found in any of German's forms (``shared_entities``' ``german_formats``)."""
+    "12,000" -> "12.000", "3.5" -> "3,5"), found in any of German's forms (``shared_entities``' ``german_formats``).
+    A ``pools.clock_words`` share of the clock times becomes words on both sides (``random_clock_words``), a German
+    "Uhr" after the time taken with it."""
     formats = pools.grouped_numbers > 0  # German number formats: "12,000" is "12.000" on the German side
     for e in entities:
         new = pools.number(e, rng) if e[0].isdigit() else pools.draw(rng)
         new_tgt = german_number(new) if formats else new
+        uhr = ""  # words replace a German "Uhr" after the time too ("um 7:45 Uhr" -> "um Viertel vor acht")
+        if TIME.fullmatch(e) and pools.clock_words and rng.random() < pools.clock_words:
+            (new, new_tgt), uhr = random_clock_words(rng), "(?: Uhr)?"
         if e[0].isdigit():
-            pat_src, pat_tgt = _number_pattern(e), _number_pattern(e, german=True, formats=formats)
+            pat_src, pat_tgt = _number_pattern(e), _number_pattern(e, german=True, formats=formats) + uhr
         else:
             pat_src, pat_tgt = rf"(?<!\w){re.escape(e)}(?!\w)", rf"(?<!\w){re.escape(e)}(?=s?(?!\w))"
         src = re.sub(pat_src, lambda _m, n=new: n, src)

@@ -386,6 +386,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         'each copy with its own random date ("on 3 May 2003" / "am 3. Mai 2003"; model.data.months_to_dates): date practice',
     )
     ap.add_argument(
+        "--entity-clock-words",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="with --entity-swap: this share of the clock times swapped is written in words on both sides ('half past "
+        "seven' / 'halb acht', 'quarter to eight' / 'Viertel vor acht'; model.data.random_clock_words)",
+    )
+    ap.add_argument(
         "--british-spelling",
         type=float,
         default=0.0,
@@ -677,7 +685,7 @@ def main(argv=None) -> dict:
             seed=a.seed, splice=a.entity_splice, full_name=a.entity_full_name, years=a.entity_years,
             piece_names=a.entity_piece_names, pieces=word_pieces(texts),
             piece_heads=a.entity_piece_heads, heads=capital_pieces(texts), long_numbers=a.entity_long_numbers,
-            grouped_numbers=a.entity_grouped_numbers,
+            grouped_numbers=a.entity_grouped_numbers, clock_words=a.entity_clock_words,
         )  # fmt: skip
         swappers = [
             EntitySwapper(

@@ -26,6 +26,7 @@ from model.data import (
     nicht_after_object,
     ordinal,
     proper_nouns,
+    random_clock_words,
     random_grouped_number,
     random_long_number,
     random_number_like,
@@ -308,6 +309,50 @@ def test_the_swapper_spells_the_english_the_british_way_only_when_asked_and_neve
     assert 150 < len(half.swapped(0)) < 250  # about half of the 400 pairs with an American spelling
     with pytest.raises(ValueError, match="British"):
         EntitySwapper(pairs, POOLS, 1.0, british=1.5)
+
+
+CLOCK = {  # English words -> German words, as a German class learns them
+    "half past seven": "halb acht",
+    "half past twelve": "halb eins",
+    "quarter past seven": "Viertel nach sieben",
+    "quarter to eight": "Viertel vor acht",
+    "quarter to one": "Viertel vor eins",
+    "one o'clock": "ein Uhr",
+    "seven o'clock": "sieben Uhr",
+}
+
+
+def test_clock_words_count_the_german_half_hour_towards_the_next_hour():
+    draws = {random_clock_words(random.Random(seed)) for seed in range(400)}
+    assert len(draws) == 48  # 12 hours x 4 ways
+    assert set(CLOCK.items()) <= draws
+    for en, de in draws:  # the German half hour is the next hour's: "half past N" = "halb N+1"
+        if en.startswith("half past"):
+            hours = ("twelve", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven")
+            german = ("zwölf", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun", "zehn", "elf")
+            assert de == "halb " + german[(hours.index(en.split()[-1]) + 1) % 12]
+
+
+def test_a_clock_words_share_writes_a_swapped_time_in_words_on_both_sides_and_takes_the_uhr():
+    pools = EntityPools(("Emeka",), ("Okonkwo",), ("Tartu",), clock_words=1.0)
+    cases = [
+        ("The train leaves at 7:45.", "Der Zug fährt um 7:45 Uhr ab."),
+        ("Breakfast is at 9:30.", "Frühstück gibt es um halb zehn."),
+        ("Come at 8:00.", "Komm um 8.00 Uhr."),
+    ]
+    german = dict(_all_clock_words())
+    for (en, de), seed in zip(cases, range(3), strict=True):
+        src, tgt = substitute_entities(en, de, shared_entities(en, de, frozenset()), pools, random.Random(seed))
+        words = re.search(r"at (.+)\.$", src).group(1)
+        assert tgt == re.sub(r"\d{1,2}[:.]\d\d Uhr|halb zehn", german[words], de)
+        assert "Uhr Uhr" not in tgt and not re.search(r"\d", src + tgt)
+    plain = EntityPools(("Emeka",), ("Okonkwo",), ("Tartu",))
+    src, _ = substitute_entities(*cases[0], ["7:45"], plain, random.Random(0))
+    assert re.search(r"\d:\d\d", src)  # off unless asked for: a time stays digits
+
+
+def _all_clock_words() -> set[tuple[str, str]]:
+    return {random_clock_words(random.Random(seed)) for seed in range(400)}
 
 
 def test_a_half_hour_the_german_side_writes_halb_is_swapped_and_takes_the_colon():
