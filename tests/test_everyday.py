@@ -173,3 +173,72 @@ def test_a_date_a_student_types_comes_through_as_german_writes_it():
     outs = translate(load_checkpoint(EN_DE, "cpu"), list(cases), progress=False)
     wrong = [(s, o) for (s, date), o in zip(cases.items(), outs, strict=True) if date not in o]
     assert not wrong, f"dates not written as German writes them: {wrong}"
+
+
+# British spellings, as the English taught in German schools writes them. The model learned from American English
+# (4,075 of 221,006 training sentences hold a word that Britain spells otherwise), and stage 20 wrote "My favourite
+# colour is blue." as "Mein Favouriter ist blau."; each sentence's translation must be its American spelling's.
+BRITISH = {  # British -> American
+    "My favourite colour is blue.": "My favorite color is blue.",
+    "The theatre is in the centre of town.": "The theater is in the center of town.",
+    "The river is 20 metres wide.": "The river is 20 meters wide.",
+    "I travelled to London last summer.": "I traveled to London last summer.",
+    "Our neighbour is very nice.": "Our neighbor is very nice.",
+    "I bought two litres of milk.": "I bought two liters of milk.",
+    "We organised a party for her.": "We organized a party for her.",
+    "I realised my mistake.": "I realized my mistake.",
+    "The school is two kilometres away.": "The school is two kilometers away.",
+    "Her behaviour was strange.": "Her behavior was strange.",
+    "I apologise for being late.": "I apologize for being late.",
+    "He has grey hair.": "He has gray hair.",
+    "The harbour is full of boats.": "The harbor is full of boats.",
+    "She has a good sense of humour.": "She has a good sense of humor.",
+    "What is your favourite film?": "What is your favorite film?",
+    "The walls are painted in bright colours.": "The walls are painted in bright colors.",
+    "I didn't recognise him.": "I didn't recognize him.",
+    "He is two metres tall.": "He is two meters tall.",
+    "We met at the theatre.": "We met at the theater.",
+    "My neighbours are on holiday.": "My neighbors are on holiday.",
+}
+BRITISH_FLOOR = 5  # of the 20 that the shipped model translates as their American spelling (stage 20: 5)
+
+
+def test_the_british_probe_differs_from_its_american_twin_only_in_spelling():
+    pytest.importorskip("breame")
+    from model.data import british_spelling
+
+    assert all(british_spelling(us) == gb != us for gb, us in BRITISH.items())
+
+
+def test_british_spellings_translate_as_their_american_twins_as_often_as_the_shipped_floor():
+    loaded = load_checkpoint(EN_DE, "cpu")
+    gb, us = translate(loaded, list(BRITISH), progress=False), translate(loaded, list(BRITISH.values()), progress=False)
+    differ = [f"{s} -> {a} (American: {b})" for s, a, b in zip(BRITISH, gb, us, strict=True) if a != b]
+    same = len(BRITISH) - len(differ)
+    assert same >= BRITISH_FLOOR, f"{same} of 20 as their American twin (< {BRITISH_FLOOR}):\n" + "\n".join(differ)
+
+
+# Clock times in words, and what German says: its half hour counts towards the next hour ("half past seven" is "halb
+# acht"). Tatoeba says "half past" in 12 training pairs; stage 20 wrote "It is half past seven." as "Es ist halb sieben."
+CLOCK_WORDS = {
+    "It is half past seven.": "halb acht",
+    "The film starts at half past eight.": "halb neun",
+    "We meet at quarter past six.": "Viertel nach sechs",
+    "School ends at quarter to two.": "Viertel vor zwei",
+    "I get up at seven o'clock.": "sieben Uhr",
+    "The shop opens at half past nine.": "halb zehn",
+    "The bus comes at quarter to eight.": "Viertel vor acht",
+    "Lunch is at half past twelve.": "halb eins",
+    "It is quarter past three.": "Viertel nach drei",
+    "The party starts at eight o'clock.": "acht Uhr",
+    "My lesson starts at half past ten.": "halb elf",
+    "It's half past four.": "halb fünf",
+}
+CLOCK_FLOOR = 3  # of the 12 that the shipped model says as German does (stage 20: 3)
+
+
+def test_clock_times_in_words_come_out_as_german_says_them_as_often_as_the_shipped_floor():
+    outs = translate(load_checkpoint(EN_DE, "cpu"), list(CLOCK_WORDS), progress=False)
+    wrong = [f"{s} -> {o} (want {w})" for (s, w), o in zip(CLOCK_WORDS.items(), outs, strict=True) if w not in o]
+    right = len(CLOCK_WORDS) - len(wrong)
+    assert right >= CLOCK_FLOOR, f"{right} of 12 right (< {CLOCK_FLOOR}):\n" + "\n".join(wrong)

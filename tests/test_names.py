@@ -26,6 +26,7 @@ EN_DE = PRETRAINED / "en-de"
 TARGET = 0.9
 LONG_FLOOR = 37  # of the 40 long numbers below that stage 20 keeps; stage 19 kept 34, stage 18 31 (before --entity-long-numbers)
 PHONE_FLOOR = 28  # of the 30 phone numbers below that stage 20 keeps; stage 19 kept 19
+GROUPED_FLOOR = 2  # of the 30 large and decimal numbers below that the shipped model writes as German does (stage 20: 2)
 FLOOR = 0.65  # the shipped model (stage 20) keeps 39 of 40 (97.5 %); the floor is 26 of 40, the guard of earlier stages
 
 NAMES = [  # (English sentence, the names and numbers its translation must keep verbatim)
@@ -110,6 +111,37 @@ PHONE_NUMBERS = [
 ]  # fmt: skip
 
 
+# Large numbers with English thousands separators and decimals, as a class types them, written for this test (none of
+# the numbers is in the training corpora as a whole number; checked below). German groups thousands with a dot or a
+# (thin) space, or not at all, and writes a decimal comma: "3,755,000" must come out as "3.755.000" (or "3 755 000",
+# "3755000"), "3.7" as "3,7". Stage 20 writes "12,400" as "12,400" (twelve point four in German), "1,892,000" as "1,892 000".
+GROUPED_NUMBERS = [
+    "Berlin has 3,755,000 people.", "The town has 12,400 people.", "My school has 1,250 students.",
+    "The car costs 23,900 euros.", "The stadium holds 81,365 fans.", "The library has 640,000 books.",
+    "The mountain is 4,478 metres high.", "We drove 2,730 kilometres last summer.", "She earns 48,500 euros a year.",
+    "The river is 6,650 kilometres long.", "The house cost 415,000 dollars.", "Hamburg has 1,892,000 people.",
+    "The concert had 65,200 visitors.", "The bike cost 2,499 dollars.", "The city has 538,672 people.",
+    "The new bridge cost 7,300,000 euros.", "Our village has 3,180 people.", "The race was 42,195 metres long.",
+    "The museum has 12,750 paintings.", "The company sold 2,640,000 phones.",
+    "It is 3.7 km away.", "The book costs 12.95 euros.", "He ran 8.4 miles.", "The bottle holds 1.75 litres.",
+    "The baby weighs 3.25 kilos.", "The coffee costs 2.80 euros.", "She is 1.68 metres tall.",
+    "The lake is 5.8 metres deep.", "The trip takes 2.5 hours.", "The ticket costs 6.35 euros.",
+]  # fmt: skip
+
+
+def grouped_number(sentence: str) -> str:
+    """The number of a ``GROUPED_NUMBERS`` sentence as typed: "3,755,000", "3.7"."""
+    return re.search(r"\d[\d.,]*\d|\d", sentence).group()
+
+
+def german_form_kept(sentence: str, output: str) -> bool:
+    """``output`` holds the sentence's number as German writes it: the groups of a large number joined by a dot, a
+    space or nothing; a decimal with a comma. Not part of a longer number ("12.4000")."""
+    number = grouped_number(sentence)
+    body = r"[.\s]?".join(number.split(",")) if "," in number else number.replace(".", ",")
+    return re.search(rf"(?<![\d.,]){body}(?!\d|[.,]\d)", output) is not None
+
+
 def long_number(sentence: str) -> str:
     """The number of a ``LONG_NUMBERS`` or ``PHONE_NUMBERS`` sentence, its groups joined by single spaces."""
     return re.search(r"\d[\d ]*\d", sentence).group()
@@ -174,6 +206,10 @@ def test_no_name_is_in_the_training_corpora():
     assert not seen, f"in the training data: {seen}"
     long_groups = [g for s in LONG_NUMBERS + PHONE_NUMBERS for g in long_number(s).split() if len(g) >= 5]
     assert not [g for g in long_groups if g in words], "a long number's group is in the training data"
+    lines = [line for c in ("tatoeba", "multi30k", "bcontrast") for line in read_lines(root / c / "train.en.gz")]
+    grouped = [grouped_number(s) for s in GROUPED_NUMBERS]
+    seen = [n for n in grouped if any(re.search(rf"(?<![\d.,]){re.escape(n)}(?!\d|[.,]\d)", line) for line in lines)]
+    assert not seen, f"a grouped or decimal number of the test is in the English training data: {seen}"
 
 
 @pytest.fixture(scope="module")
@@ -228,3 +264,23 @@ def test_phone_numbers_with_a_long_subscriber_number_come_through(model):
     misses = numbers_missed(model, PHONE_NUMBERS)
     kept_n = len(PHONE_NUMBERS) - len(misses)
     assert kept_n >= PHONE_FLOOR, f"{kept_n} of 30 phone numbers kept (< {PHONE_FLOOR}); misses:\n" + "\n".join(misses)
+
+
+def test_german_form_accepts_the_ways_german_writes_a_number_and_nothing_else():
+    assert german_form_kept("Berlin has 3,755,000 people.", "Berlin hat 3.755.000 Einwohner.")
+    assert german_form_kept("Berlin has 3,755,000 people.", "Berlin hat 3 755 000 Einwohner.")
+    assert german_form_kept("The bike cost 2,499 dollars.", "Das Fahrrad kostete 2499 Dollar.")
+    assert german_form_kept("It is 3.7 km away.", "Es ist 3,7 km entfernt.")
+    assert not german_form_kept("The town has 12,400 people.", "Die Stadt hat 12,400 Leute.")  # 12.4 in German
+    assert not german_form_kept("The bike cost 2,499 dollars.", "Das Fahrrad kostete 2,4999 Dollar.")
+    assert not german_form_kept("It is 3.7 km away.", "Es ist 3.7 km entfernt.")
+    assert not german_form_kept("Berlin has 3,755,000 people.", "Berlin hat 13.755.000 Einwohner.")
+
+
+def test_large_and_decimal_numbers_come_out_as_german_writes_them_as_often_as_the_shipped_floor(model):
+    """``GROUPED_NUMBERS`` in German form, greedy: a guard at the count the shipped model reached (GROUPED_FLOOR)."""
+    assert len(GROUPED_NUMBERS) == 30
+    outs = translate(model, GROUPED_NUMBERS, progress=False)
+    misses = [f"{s} -> {o}" for s, o in zip(GROUPED_NUMBERS, outs, strict=True) if not german_form_kept(s, o)]
+    kept_n = len(GROUPED_NUMBERS) - len(misses)
+    assert kept_n >= GROUPED_FLOOR, f"{kept_n} of 30 in German form (< {GROUPED_FLOOR}); misses:\n" + "\n".join(misses)
