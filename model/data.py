@@ -720,9 +720,10 @@ def nicht_after_object(src: str, tgt: str) -> bool:
 ENGLISH_WORD = re.compile(r"[A-Za-z]+")
 
 
-def british_spelling(text: str) -> str:
+def british_spelling(text: str, keep: Iterable[str] = ()) -> str:
     """``text`` with each American spelling that breame's list knows written the British way, its case kept ("My favorite
-    color" -> "My favourite colour", "Center" -> "Centre"); German and every other word untouched.
+    color" -> "My favourite colour", "Center" -> "Centre"); German and every other word untouched, and the words of
+    ``keep`` as they are (the swapper keeps the words its German side copies: a name such as "Gray" is no spelling).
 
     Why: the corpora's English is American (4,075 of 221,006 training pairs hold a word breame spells otherwise in
     Britain, almost none the British form), and stage 20 wrote "My favourite colour is blue." as "Mein Favouriter ist
@@ -730,9 +731,11 @@ def british_spelling(text: str) -> str:
     breame (Apache-2.0) is needed for training only, like Faker."""
     from breame.spelling import american_spelling_exists, get_british_spelling
 
+    keep = frozenset(keep)
+
     def one(m: re.Match) -> str:
         word = m.group()
-        if not american_spelling_exists(word):
+        if word in keep or not american_spelling_exists(word):
             return word
         gb = get_british_spelling(word)  # lower case
         return gb.upper() if word.isupper() and len(word) > 1 else gb.capitalize() if word[0].isupper() else gb
@@ -807,5 +810,5 @@ class EntitySwapper:
         for i in self.american:
             if rng.random() < self.british:
                 src, tgt = out.get(i, self.pairs[i])
-                out[i] = british_spelling(src), tgt
+                out[i] = british_spelling(src, keep=ENGLISH_WORD.findall(tgt)), tgt
         return out

@@ -289,6 +289,13 @@ def test_british_spelling_rewrites_american_spellings_and_keeps_their_case():
     assert british_spelling("Tom traveled 20 kilometers.") == "Tom travelled 20 kilometres."
     for text in ("I like apples.", "Meine Lieblingsfarbe ist grau.", "My favourite colour.", "", "Emoji 🙂 and 東京"):
         assert british_spelling(text) == text  # nothing American: untouched
+    assert british_spelling("Mr Gray likes the color gray.", keep=["Gray"]) == "Mr Gray likes the colour grey."
+
+
+def test_the_swapper_keeps_a_name_that_looks_like_an_american_spelling():
+    pairs = [("Tom Gray is my favorite teacher.", "Tom Gray ist mein Lieblingslehrer.")]
+    src, tgt = EntitySwapper(pairs, POOLS, 0.0, names=frozenset(), british=1.0).swapped(0)[0]
+    assert (src, tgt) == ("Tom Gray is my favourite teacher.", pairs[0][1])
 
 
 def test_the_swapper_spells_the_english_the_british_way_only_when_asked_and_never_the_german():
