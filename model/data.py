@@ -717,9 +717,6 @@ def nicht_after_object(src: str, tgt: str) -> bool:
     return bool(_ENGLISH_NEGATION.search(src)) and bool(_NICHT_AFTER_OBJECT.search(tgt))
 
 
-ENGLISH_WORD = re.compile(r"[A-Za-z]+")
-
-
 def british_spelling(text: str, keep: Iterable[str] = ()) -> str:
     """``text`` with each American spelling that breame's list knows written the British way, its case kept ("My favorite
     color" -> "My favourite colour", "Center" -> "Centre"); German and every other word untouched, and the words of
@@ -740,7 +737,7 @@ def british_spelling(text: str, keep: Iterable[str] = ()) -> str:
         gb = get_british_spelling(word)  # lower case
         return gb.upper() if word.isupper() and len(word) > 1 else gb.capitalize() if word[0].isupper() else gb
 
-    return ENGLISH_WORD.sub(one, text)
+    return LATIN_WORD.sub(one, text)
 
 
 class EntitySwapper:
@@ -810,5 +807,5 @@ class EntitySwapper:
         for i in self.american:
             if rng.random() < self.british:
                 src, tgt = out.get(i, self.pairs[i])
-                out[i] = british_spelling(src, keep=ENGLISH_WORD.findall(tgt)), tgt
+                out[i] = british_spelling(src, keep=LATIN_WORD.findall(tgt)), tgt
         return out
