@@ -131,3 +131,63 @@ def test_evaluate_scores_a_corpus_split_a_dev_mix_and_all_test_splits(root, monk
 
     res = evaluate_main(["--model", str(run), "--data", str(root / "chat"), "--split", "dev", "--no-save", "--beam-only"])
     assert set(res) == {"dev"} and "beam5" in res["dev"] and "greedy" not in res["dev"]
+
+
+def test_a_distilled_corpus_has_the_teachers_beam_targets_and_trains_by_name(root, capsys):
+    """model.distill: every 2nd training pair gets the teacher's beam translation (the app's settings), the rest
+    keep their reference, dev/test are copied unchanged, a cut shard resumes, and the folder trains as a corpus."""
+    from model import distill
+    from model.checkpoint import load_checkpoint
+    from model.evaluate import translate
+    from model.settings import DecodeSettings
+
+    teacher = root / "teacher"
+    main([*TINY, "--data-root", str(root), "--corpus", "caps", "--out", str(teacher), "--epochs", "1"])
+    out = root / "caps_kd"
+    args = ["--model", str(teacher), "--data-root", str(root), "--corpus", "caps", "--out", str(out), "--every", "2"]
+    assert distill.main([*args, "--shard", "0/2"]) == {"generated": 30}  # lines 0, 4, 8, …: 30 of the 60 chosen
+    with (out / "beam.0.tsv").open("a", encoding="utf-8") as f:
+        f.write("9999\tcut off by a stop")  # no newline: a line a stopped run left unfinished
+    assert distill.main([*args, "--shard", "0/2"]) == {"generated": 0}  # resumed: nothing left to do
+    assert distill.main([*args, "--shard", "1/2"]) == {"generated": 30}
+    res = distill.main([*args, "--merge"])
+    src = data.read_lines(root / "caps/train.en.gz")
+    ref = data.read_lines(root / "caps/train.de.gz")
+    s = DecodeSettings()
+    beam = translate(load_checkpoint(teacher), src[0:120:2], beam_size=s.beam_size, alpha=s.alpha, early_stop=s.early_stop)
+    made = [b for b in beam if b]  # an empty translation (a half-trained teacher's) keeps the reference
+    assert len(made) >= 30 and res == {
+        "lines": 120,
+        "distilled": len(made),
+        "changed": sum(b != r for b, r in zip(beam, ref[0::2], strict=True) if b),
+    }
+
+    new = data.read_lines(out / "train.de.gz")
+    assert data.read_lines(out / "train.en.gz") == src and len(new) == 120
+    assert all(new[i] == ref[i] for i in range(1, 120, 2))  # not chosen: the reference
+    assert new[0:120:2] == [
+        b or r for b, r in zip(beam, ref[0::2], strict=True)
+    ]  # chosen: the teacher's beam translation, in order
+    for name in ("val.en.gz", "val.de.gz", "test_2016.en.gz", "test_2016.de.gz"):
+        assert (out / name).read_bytes() == (root / "caps" / name).read_bytes()
+
+    only = distill.main([*args, "--merge", "--only-distilled"])
+    assert only["lines"] == len(made) and data.read_lines(out / "train.en.gz") == [
+        x for x, b in zip(src[0::2], beam, strict=True) if b
+    ]
+    run = root / "student"
+    meta = main([*TINY, "--data-root", str(root), "--corpus", "caps_kd", "--corpus", "caps", "--out", str(run), "--epochs", "1"])
+    assert meta["epoch"] == 1
+
+
+def test_distill_shards_and_their_spec():
+    from model.distill import chosen_indices, parse_shard
+
+    assert parse_shard("1/4") == (1, 4)
+    for bad in ("4/4", "-1/2", "a/b", "2"):
+        with pytest.raises(ValueError):
+            parse_shard(bad)
+    parts = [chosen_indices(100, 3, i, 2) for i in range(2)]
+    assert sorted(parts[0] + parts[1]) == list(range(0, 100, 3)) and not set(parts[0]) & set(parts[1])
+    with pytest.raises(ValueError):
+        chosen_indices(10, 0)
