@@ -42,49 +42,51 @@ def run(loaded, *, repeats: int = 30, warmup: int = 5, lengths=(5, 15, 40)) -> d
     rows = []
     default_threads = torch.get_num_threads()
     torch.set_num_threads(APP_THREADS)
-    for n_words in lengths:
-        text = bl.SENTENCES[n_words]
-        assert bl.words(text) == n_words, (n_words, bl.words(text))
-        ref = analyze(model, tok, text)
+    try:
+        for n_words in lengths:
+            text = bl.SENTENCES[n_words]
+            assert bl.words(text) == n_words, (n_words, bl.words(text))
+            ref = analyze(model, tok, text)
 
-        def plain(text=text):
-            src = prepare_source(tok, text, cfg.max_len)
-            out = greedy_batch(model, torch.tensor([src.ids]), max_new=min(max_new_tokens(model, len(src.ids)), cfg.max_len - 1))[
-                0
-            ]
-            return tok.decode(out).strip(), out
+            def plain(text=text):
+                src = prepare_source(tok, text, cfg.max_len)
+                out = greedy_batch(
+                    model, torch.tensor([src.ids]), max_new=min(max_new_tokens(model, len(src.ids)), cfg.max_len - 1)
+                )[0]
+                return tok.decode(out).strip(), out
 
-        assert plain()[1] == ref.out_ids, "greedy_batch and analyze disagree on the translation"
-        src = ref.source
-        budget = min(max_new_tokens(model, len(src.ids)), cfg.max_len - 1)
+            assert plain()[1] == ref.out_ids, "greedy_batch and analyze disagree on the translation"
+            src = ref.source
+            budget = min(max_new_tokens(model, len(src.ids)), cfg.max_len - 1)
 
-        def steps(need_weights: bool, src=src, budget=budget):
-            return [s.chosen for s in generate_steps(model, src.ids, max_new=budget, k=1, need_weights=need_weights)]
+            def steps(need_weights: bool, src=src, budget=budget):
+                return [s.chosen for s in generate_steps(model, src.ids, max_new=budget, k=1, need_weights=need_weights)]
 
-        t = bl.measure_many(
-            {
-                "analyze": lambda text=text: analyze(model, tok, text),
-                "greedy": plain,
-                "steps_maps": lambda: steps(True),
-                "steps_fused": lambda: steps(False),
-            },
-            repeats=repeats,
-            warmup=warmup,
-        )
-        rows.append(
-            {
-                "words": n_words,
-                "src_tokens": len(src.ids),
-                "out_tokens": len(ref.out_ids) + int(ref.finished),  # decoding steps (incl. <eos> when it came)
-                "analyze": t["analyze"],
-                "greedy_no_attention": t["greedy"],
-                "part_steps_maps": t["steps_maps"],
-                "part_steps_fused": t["steps_fused"],
-                "attention_overhead": t["analyze"].median_ms / t["greedy"].median_ms,
-                "translation": ref.translation,
-            }
-        )
-    torch.set_num_threads(default_threads)
+            t = bl.measure_many(
+                {
+                    "analyze": lambda text=text: analyze(model, tok, text),
+                    "greedy": plain,
+                    "steps_maps": lambda: steps(True),
+                    "steps_fused": lambda: steps(False),
+                },
+                repeats=repeats,
+                warmup=warmup,
+            )
+            rows.append(
+                {
+                    "words": n_words,
+                    "src_tokens": len(src.ids),
+                    "out_tokens": len(ref.out_ids) + int(ref.finished),  # decoding steps (incl. <eos> when it came)
+                    "analyze": t["analyze"],
+                    "greedy_no_attention": t["greedy"],
+                    "part_steps_maps": t["steps_maps"],
+                    "part_steps_fused": t["steps_fused"],
+                    "attention_overhead": t["analyze"].median_ms / t["greedy"].median_ms,
+                    "translation": ref.translation,
+                }
+            )
+    finally:
+        torch.set_num_threads(default_threads)
     threads = thread_sweep(model, tok, bl.SENTENCES[15], repeats=repeats, warmup=warmup)
     r15 = next((r for r in rows if r["words"] == 15), None)
     floor = matrix_floor(model, repeats=repeats * 5, warmup=warmup)
