@@ -47,21 +47,26 @@ def chosen_indices(n: int, every: int, shard: int = 0, shards: int = 1) -> list[
     """The training lines distilled: every ``every``-th of ``n`` (0, every, 2 every, …), dealt to ``shards``."""
     if every < 1:
         raise ValueError(f"every must be >= 1, got {every}")
-    picked = range(0, n, every)
-    return [i for k, i in enumerate(picked) if k % shards == shard]
+    return list(range(shard * every, n, every * shards))  # picks shard, shard + shards, …: every (every * shards)-th line
 
 
 def read_beam_file(path: Path) -> dict[int, str]:
     """Line index -> teacher translation, from one ``beam.*.tsv`` (none if it does not exist; a line cut by a
     stopped run is left out)."""
     made: dict[int, str] = {}
-    if path.exists():
-        text = path.read_text(encoding="utf-8")
-        for line in text[: text.rfind("\n") + 1].splitlines():  # whole lines only
-            i, sep, hyp = line.partition("\t")
-            if sep and i.isdigit():
-                made[int(i)] = hyp.strip()
+    for line in whole_lines(path).splitlines():
+        i, sep, hyp = line.partition("\t")
+        if sep and i.isdigit():
+            made[int(i)] = hyp.strip()
     return made
+
+
+def whole_lines(path: Path) -> str:
+    """The text of ``path`` up to its last newline ("" if it does not exist): a line a stopped run cut is left out."""
+    if not path.exists():
+        return ""
+    text = path.read_text(encoding="utf-8")
+    return text[: text.rfind("\n") + 1]
 
 
 def read_beam_files(out: Path) -> dict[int, str]:
@@ -75,8 +80,7 @@ def generate(loaded, sources: list[str], indices: list[int], beam_file: Path, *,
 
     done = read_beam_file(beam_file)
     if beam_file.exists():  # drop a line a stopped run left unfinished, so that appending starts on a new line
-        text = beam_file.read_text(encoding="utf-8")
-        beam_file.write_text(text[: text.rfind("\n") + 1], encoding="utf-8")
+        beam_file.write_text(whole_lines(beam_file), encoding="utf-8")
     todo = [i for i in indices if i not in done]
     s = DecodeSettings()
     with beam_file.open("a", encoding="utf-8") as f, tqdm(total=len(todo), desc=beam_file.name, disable=not progress) as bar:
