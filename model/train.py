@@ -332,6 +332,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         "postcode is typed (5-9 digits, or 2-3 groups of 2-5: '0176 55512'; model.data.random_long_number)",
     )
     ap.add_argument(
+        "--entity-digit-repeats",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="with --entity-long-numbers: the chance that a digit of a long number repeats the one before, so that runs "
+        "of equal digits are practised ('5552227'; model.data.random_long_number)",
+    )
+    ap.add_argument(
         "--entity-grouped-numbers",
         type=float,
         default=0.0,
@@ -686,6 +694,7 @@ def main(argv=None) -> dict:
             piece_names=a.entity_piece_names, pieces=word_pieces(texts),
             piece_heads=a.entity_piece_heads, heads=capital_pieces(texts), long_numbers=a.entity_long_numbers,
             grouped_numbers=a.entity_grouped_numbers, clock_words=a.entity_clock_words,
+            digit_repeats=a.entity_digit_repeats,
         )  # fmt: skip
         swappers = [
             EntitySwapper(

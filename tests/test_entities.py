@@ -205,9 +205,9 @@ def test_a_long_numbers_share_of_whole_numbers_becomes_a_long_number_on_both_sid
     assert not EntityPools(("Emeka",), ("Okonkwo",), ("Tartu",)).long_numbers  # off unless asked for
 
 
-@given(st.integers(0, 2**32))
-def test_a_long_number_is_one_group_of_5_to_9_digits_or_2_to_3_groups_of_2_to_5_or_8(seed):
-    groups = random_long_number(random.Random(seed)).split(" ")
+@given(st.integers(0, 2**32), st.sampled_from([0.0, 0.3, 1.0]))
+def test_a_long_number_is_one_group_of_5_to_9_digits_or_2_to_3_groups_of_2_to_5_or_8(seed, repeats):
+    groups = random_long_number(random.Random(seed), repeats).split(" ")
     assert 1 <= len(groups) <= 3 and all(g.isdigit() for g in groups)
     longest = [9] if len(groups) == 1 else [5, 8] if len(groups) == 2 else [5, 5, 5]
     assert all((5 if len(groups) == 1 else 2) <= len(g) <= n for g, n in zip(groups, longest, strict=True))
@@ -638,3 +638,20 @@ def test_negation_practice_takes_nicht_after_an_object_and_nothing_else():
     ]
     assert all(nicht_after_object(s, t) for s, t in taken)
     assert not any(nicht_after_object(s, t) for s, t in left)
+
+
+def test_digit_repeats_make_runs_of_equal_digits_and_default_to_the_old_draws():
+    """``--entity-digit-repeats``: runs such as "555" come often (stage 20 shortened them: "712227" -> "71227"), each
+    group keeps its first digit's rule, and with 0 the draws are those of the stages before the option."""
+    run = re.compile(r"(\d)\1\1")
+    plain = [random_long_number(random.Random(i)) for i in range(2000)]
+    assert plain == [random_long_number(random.Random(i), 0.0) for i in range(2000)]
+    assert sum(bool(run.search(d)) for d in plain) < 150  # about 4 % of fresh draws hold a run of three
+    repeated = [random_long_number(random.Random(i), 0.3) for i in range(2000)]
+    assert sum(bool(run.search(d)) for d in repeated) > 600
+    assert all(g[0] != "0" or k == 0 for d in repeated for k, g in enumerate(d.split(" ")))  # only a first group opens with 0
+    assert all(len(set(g)) == 1 for i in range(200) for g in random_long_number(random.Random(i), 1.0).split(" "))
+    pools = EntityPools(("Emeka",), ("Okonkwo",), ("Tartu",), long_numbers=1.0, digit_repeats=0.5)
+    src, tgt = substitute_entities("Call 14 now.", "Ruf 14 an.", ["14"], pools, random.Random(3))
+    number = src.removeprefix("Call ").removesuffix(" now.")
+    assert tgt == f"Ruf {number} an." and re.fullmatch(r"[\d ]{5,}", number)
