@@ -456,10 +456,11 @@ def random_long_number(rng: random.Random, repeats: float = 0.0) -> str:
     most 5 digits, and stage 19 wrote "0176 5551234" as "0176 92".
 
     ``repeats``: the chance that a digit after the first of its group repeats the one before, on top of the one in ten
-    of a fresh draw. Why: this project's vocabulary spells a number digit by digit, and stage 20 shortened a run of
-    equal digits in 5 of the 40 long numbers of tests/test_names.py ("712227" -> "71227", "225557" -> "22557",
-    "193655" -> "19365"): it loses count inside a run, and with fresh draws alone a run of three comes once in a
-    hundred digits. 0 (the default) draws exactly as before, so that earlier stages' data is unchanged."""
+    of a fresh draw. Why: this project's vocabulary spells most numbers digit by digit, and stage 20 shortened a run of
+    equal digits in 2 of the 40 long numbers and 2 of the 30 phone numbers of tests/test_names.py ("712227" -> "71227",
+    "053330617" -> "05330617", "225557" -> "22557", "193655" -> "19365"): it loses count inside a run, and fresh draws
+    alone put a run of three in about 4 % of the numbers (0.3: about 40 %). 0 (the default) draws exactly as before,
+    so that earlier stages' data is unchanged."""
     groups = rng.choice((1, 1, 2, 2, 3))
     parts = []
     for g in range(groups):
