@@ -200,7 +200,7 @@ BRITISH = {  # British -> American
     "We met at the theatre.": "We met at the theater.",
     "My neighbours are on holiday.": "My neighbors are on holiday.",
 }
-BRITISH_FLOOR = 5  # of the 20 that the shipped model translates as their American spelling (stage 20: 5)
+BRITISH_FLOOR = 7  # of the 20 that the shipped model translates as their American spelling (stage 23: 7; stage 20: 5)
 
 
 def test_the_british_probe_differs_from_its_american_twin_only_in_spelling():
