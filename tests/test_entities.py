@@ -645,7 +645,8 @@ def test_digit_repeats_make_runs_of_equal_digits_and_default_to_the_old_draws():
     group keeps its first digit's rule, and with 0 the draws are those of the stages before the option."""
     run = re.compile(r"(\d)\1\1")
     plain = [random_long_number(random.Random(i)) for i in range(2000)]
-    assert plain == [random_long_number(random.Random(i), 0.0) for i in range(2000)]
+    # the draws of the code before the option (seeds 0-5), so that stages 19-22 can be trained again as they were
+    assert plain[:6] == ["08764 69382", "241777631", "02449", "697919074", "0672110", "9073 31 8368"]
     assert sum(bool(run.search(d)) for d in plain) < 150  # about 4 % of fresh draws hold a run of three
     repeated = [random_long_number(random.Random(i), 0.3) for i in range(2000)]
     assert sum(bool(run.search(d)) for d in repeated) > 600
