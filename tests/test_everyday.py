@@ -284,9 +284,9 @@ def test_clock_times_come_through_as_typed_as_often_as_the_shipped_floor():
 
 
 # Dates in each of the four English forms a student types, written as German writes them ("12. Mai"): the probe of
-# the model card's date column, 5 frames x 4 forms x 6 dates. (Stage 15 kept 68 of an earlier version's 120; from
-# stage 16d's date practice on, every stage has kept all 120 of that version, whose frames were not kept; this one
-# re-creates it from its description.)
+# the model card's date column, 5 frames x 4 forms x 6 dates. (Stage 15 kept 68 of an earlier version's 120, stage
+# 16d 85; from stage 18 on every stage kept all 120 of that version, whose frames were lost; this one re-creates it
+# from its description.)
 DATE_FRAMES = ("I was born on {}.", "My birthday is on {}.", "The concert is on {}.", "We met on {}.", "School starts on {}.")
 DATES = ((1, "January", "Januar"), (3, "March", "März"), (12, "May", "Mai"), (22, "July", "Juli"),
          (8, "October", "Oktober"), (31, "December", "Dezember"))  # fmt: skip
