@@ -100,7 +100,7 @@ def sidebar() -> tuple[str, Loaded, state.ModelFacts, DecodeSettings]:
             help="Checkpoint folders in pretrained/. en-de translates English into German; en-de-captions is the earlier "
             "model trained on picture descriptions only; reverse is a toy model that writes a sequence of letters "
             "backwards (easy to read attention: it should look at the mirror position). Imported OPUS-MT models "
-            "(python -m model.import_marian) are listed by their folder's name.",
+            "(python -m convert.marian) are listed by their folder's name.",
         )
     if problem := st.session_state.get(keys.MODEL_PROBLEM):
         sb.warning(problem)

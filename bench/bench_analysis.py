@@ -2,7 +2,7 @@
 
     python bench/bench_analysis.py [--ckpt DIR] [--quick]
 
-"with attention" is ``model.analysis.analyze``: tokenize, encode, greedy decode step by step
+"with attention" is ``analysis.analyze.analyze``: tokenize, encode, greedy decode step by step
 (``generate_steps`` returning each step's attention rows), and the full ``(L, H, T_q, T_k)`` maps
 assembled from those rows, as numpy: exactly what the app computes for a new sentence. Its parts:
 the steps with their attention rows, and the same steps on the fused path (no weights).
@@ -26,7 +26,7 @@ from __future__ import annotations
 import benchlib as bl
 import torch
 
-from model.analysis import analyze, prepare_source
+from analysis.analyze import analyze, prepare_source
 from model.decoding import generate_steps, greedy_batch, max_new_tokens
 from serving.limits import CallLimit
 

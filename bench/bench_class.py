@@ -72,7 +72,7 @@ from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 
-from serving import nginx
+from deploy import nginx_frontend as nginx
 
 HOST = "127.0.0.1"
 MAX_STUDENTS = 120

@@ -5,7 +5,7 @@
 For the 15-word sentence (``benchlib.SENTENCES[15]``) and three of its output tokens (the first, the middle one, the
 last piece before <eos>), single-threaded (``torch.set_num_threads(1)``, one core, as each app replica runs):
 
-- "one pass": ``model.attribution.explain(..., ig_steps=0)``, what the page shows at once: the cross-attention row,
+- "one pass": ``analysis.attribution.explain(..., ig_steps=0)``, what the page shows at once: the cross-attention row,
   norm-weighted attention, rollout and gradient × input (one forward pass with the maps, one forward and backward);
 - "IG": Integrated Gradients of log p(token) with the page's ``IG_STEPS`` Gauss-Legendre nodes in ``IG_SEGMENTS``
   segments (``ig_part`` for every segment, one after another, as the page's progress bar runs them);
@@ -24,9 +24,9 @@ from __future__ import annotations
 import benchlib as bl
 import torch
 
-from model.analysis import analyze
-from model.attribution import IG_SEGMENTS, IG_STEPS, explain, explain_many, ig_part, layer_lens
-from model.records import IGResult
+from analysis.analyze import analyze
+from analysis.attribution import explain, explain_many, ig_part, layer_lens
+from analysis.records import IG_SEGMENTS, IG_STEPS, IGResult
 
 TARGET_MS = 1000.0
 CLASS = 32  # explanations asked for at once (one replica's share of a class, in one batch)

@@ -6,7 +6,7 @@ A browser's first visit fetches Streamlit's frontend: the hashed scripts, styles
 Which files, is read once from Chromium (a fresh profile opens ``/attention`` with a sentence and waits for the
 page). Then ``N`` clients at once each fetch every one of those files, as N first visits would, three ways,
 interleaved per round on deploy/'s recipe run natively (2 replicas behind Debian's nginx with deploy/nginx.conf and
-the frontend copy its proxy image holds, ``serving.nginx.write_frontend``):
+the frontend copy its proxy image holds, ``deploy.nginx_frontend.write_frontend``):
 
 - *replica*: straight from one replica (what nginx did before it served the frontend itself);
 - *nginx*: through nginx, no ``Accept-Encoding`` (the files as they are);

@@ -4,7 +4,7 @@
 
 Sources: the 5-, 15- and 40-word sentences, then caption sentences joined and cut to 64 tokens
 and to the model's limit (``max_len - 1`` pieces + <eos> = ``max_len`` tokens).
-time: ``model.analysis.analyze`` (benchmark 1), median, in this process.
+time: ``analysis.analyze.analyze`` (benchmark 1), median, in this process.
 payload: plotly figure JSON the app sends for the Attention and the Step views
 (``bench_payload.py``, AppTest), and the float32 attention maps themselves (``Analysis.maps``).
 Also writes ``bench/results/growth.html``, the same numbers as a plotly chart.
@@ -17,7 +17,7 @@ import time
 import bench_payload as bp
 import benchlib as bl
 
-from model.analysis import analyze
+from analysis.analyze import analyze
 
 
 def sources(tok, max_len: int) -> list[tuple[str, str]]:

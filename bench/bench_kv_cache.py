@@ -21,7 +21,7 @@ from __future__ import annotations
 import benchlib as bl
 import torch
 
-from model.analysis import prepare_source
+from analysis.analyze import prepare_source
 from model.decoding import Decoder
 from model.transformer import LayerCache
 

@@ -7,9 +7,9 @@ Builds (once, into ``--build``, default ``/tmp/opus-shape``) a random ``MarianMT
 ``Helsinki-NLP/opus-mt-*`` base model has: 6 + 6 layers, d_model 512, 8 heads, d_ff 2048, swish, a shared vocabulary
 of 58,101 pieces tied to the generator (a SentencePiece word model trained here on the benchmark sentences, the rest
 of the vocabulary filler pieces that text never produces), saves it with ``save_pretrained`` and imports it with
-``model.import_marian``: 73.9 M parameters, as the real ones.
+``convert.marian``: 73.9 M parameters, as the real ones.
 
-Then it times ``model.analysis.analyze`` (tokenize, encode, greedy decode with every attention row, the maps as
+Then it times ``analysis.analyze.analyze`` (tokenize, encode, greedy decode with every attention row, the maps as
 numpy: what the app computes for a new sentence) of the 5-, 15- and 40-word sentences on the imported model and on
 ``pretrained/en-de``, interleaved, with ``--threads`` torch threads (default 1: the numbers hold with another process
 on the other core), and the matrix floor of one decoding step (``bench_analysis.matrix_floor``). Random weights
@@ -31,9 +31,9 @@ import bench_analysis
 import benchlib as bl
 import torch
 
-import model.analysis
-from model.analysis import analyze
-from model.import_marian import OPUS_MT_BASE, import_marian
+import analysis.analyze
+from analysis.analyze import analyze
+from convert.marian import OPUS_MT_BASE, import_marian
 
 SHAPE = {**OPUS_MT_BASE, "forced_eos_token_id": None}
 """The config.json fields of Helsinki-NLP/opus-mt-en-de; no forced </s> (this benchmark forces the output itself)."""
@@ -83,12 +83,12 @@ def build(folder: Path) -> Path:
 @contextmanager
 def forced_output(ids: list[int]):
     """``analyze`` decodes ``ids`` whatever the model prefers (its ``generate_steps`` gets ``forced=ids``)."""
-    free = model.analysis.generate_steps
-    model.analysis.generate_steps = functools.partial(free, forced=ids)
+    free = analysis.analyze.generate_steps
+    analysis.analyze.generate_steps = functools.partial(free, forced=ids)
     try:
         yield
     finally:
-        model.analysis.generate_steps = free
+        analysis.analyze.generate_steps = free
 
 
 def analyze_forced(m, text: str, ids: list[int]):

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from bench_analysis import matrix_floor
 
-from model.analysis import analyze, prepare_source
+from analysis.analyze import analyze, prepare_source
 from model.decoding import Decoder
 
 

@@ -8,7 +8,7 @@ d_ff, encoder/decoder layers, source and target vocabularies, max_len, ReLU, sqr
 embeddings); its weights are random and nothing is downloaded. It runs with eager attention, the
 implementation that can return attention weights.
 
-ours:   ``model.analysis.analyze`` (benchmark 1): tokenize, greedy decode returning each step's
+ours:   ``analysis.analyze.analyze`` (benchmark 1): tokenize, greedy decode returning each step's
         attention rows, the maps assembled from them as float32 numpy ``(L, H, T_q, T_k)``, and
         next-token probabilities.
 Marian: tokenize (our tokenizer), ``generate(num_beams=1, do_sample=False, output_attentions=True,
@@ -31,7 +31,7 @@ import benchlib as bl
 import numpy as np
 import torch
 
-from model.analysis import analyze, prepare_source
+from analysis.analyze import analyze, prepare_source
 
 TARGET = 1.5
 

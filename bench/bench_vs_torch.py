@@ -34,10 +34,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.data import default_data_dir, pad_batch, read_pairs, split_file, token_batches
 from model.decoding import greedy_batch, max_new_tokens, strip
-from model.train import encode_pairs
 from model.transformer import Transformer, TransformerConfig, sinusoidal_encoding
+from training.corpora import default_data_dir, pad_batch, read_pairs, split_file, token_batches
+from training.train import encode_pairs
 
 
 class TorchReference(nn.Module):
@@ -199,7 +199,7 @@ def reference_greedy(theirs: TorchReference, src, max_new: int) -> list[list[int
 
 
 def train_step_fn(m, fwd, src, tgt, pad_id: int):
-    """One training step of ``m`` (``fwd(src, tgt_in) -> logits``), as model.train does it in float32."""
+    """One training step of ``m`` (``fwd(src, tgt_in) -> logits``), as training.train does it in float32."""
     decay = [p for p in m.parameters() if p.dim() >= 2]
     no_decay = [p for p in m.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW(

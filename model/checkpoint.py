@@ -2,7 +2,7 @@
 
 A checkpoint folder holds ``model.safetensors`` (fp16 by default), ``config.json`` (the
 ``TransformerConfig``) and ``vocab.json`` (the tokenizer). Nothing is ever unpickled. A folder that also holds
-``source.spm`` and ``target.spm`` is an imported OPUS-MT model (``model.import_marian``): its ``vocab.json`` is
+``source.spm`` and ``target.spm`` is an imported OPUS-MT model (``convert.marian``): its ``vocab.json`` is
 Marian's, read by ``model.spm_tokenizer.SentencePieceTokenizer`` (``load_tokenizer`` picks the tokenizer).
 
 Weights saved before the LayerNorms of each layer got their own names (``encoder.0.sub_attn.norm.weight``,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from model.records import BeamNode
+from model.facts import BeamNode
 from model.settings import GREEDY, SamplingSettings
 from model.transformer import NO_INTERVENTIONS, EncoderResult, Interventions, LayerCache, Transformer
 
@@ -40,11 +40,15 @@ class Decoder:
     """
 
     def __init__(
-        self, model: Transformer, src: Tensor | None, iv: Interventions = NO_INTERVENTIONS, enc: EncoderResult | None = None
+        self,
+        model: Transformer,
+        src: Tensor | None,
+        interventions: Interventions = NO_INTERVENTIONS,
+        enc: EncoderResult | None = None,
     ):
         """``src (B, S)`` is encoded here unless ``enc`` (its ``model.encode``) is given; then it may be None."""
-        self.model, self.iv = model, iv
-        self.enc = enc if enc is not None else model.encode(src, iv)
+        self.model, self.interventions = model, interventions
+        self.enc = enc if enc is not None else model.encode(src, interventions)
         self.cache: list[LayerCache] | None = None  # per decoder layer; the memory's K/V from the first step on
         self.ys: Tensor | None = None  # (B, t) every target token fed so far
 
@@ -55,13 +59,13 @@ class Decoder:
         cross ``(L, B, H, n, S)``.
         """
         self.ys = new_ids if self.ys is None else torch.cat([self.ys, new_ids], dim=1)  # (B, t)
-        if self.iv.causal:
-            out = self.model.decode(new_ids, self.enc, self.iv, cache=self.cache, need_weights=need_weights)
+        if self.interventions.causal:
+            out = self.model.decode(new_ids, self.enc, self.interventions, cache=self.cache, need_weights=need_weights)
             self.cache = out.cache
             return out
         # no causal mask: earlier positions see the new ones, so the whole prefix is recomputed; only the
         # memory's cross-attention K/V are kept (self_kv None)
-        out = self.model.decode(self.ys, self.enc, self.iv, cache=self.cache, need_weights=need_weights)
+        out = self.model.decode(self.ys, self.enc, self.interventions, cache=self.cache, need_weights=need_weights)
         self.cache = [LayerCache(None, c.cross_kv) for c in out.cache]
         n = new_ids.size(1)
         out.logits = out.logits[:, -n:]
@@ -85,14 +89,14 @@ class Decoder:
 def greedy_batch(
     model: Transformer,
     src: Tensor,
-    iv: Interventions = NO_INTERVENTIONS,
+    interventions: Interventions = NO_INTERVENTIONS,
     max_new: int | None = None,
 ) -> list[list[int]]:
     """Greedy decoding of a padded batch ``src (B, S)``; returns each output's ids without <bos>/<eos>."""
     cfg = model.cfg
     B = src.size(0)
     max_new = max_new or max_new_tokens(model, src.size(1))
-    dec = Decoder(model, src, iv)
+    dec = Decoder(model, src, interventions)
     nxt = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     outs = []
@@ -161,7 +165,7 @@ def generate_steps(
     model: Transformer,
     src_ids: Sequence[int],
     *,
-    iv: Interventions = NO_INTERVENTIONS,
+    interventions: Interventions = NO_INTERVENTIONS,
     sampling: SamplingSettings = GREEDY,
     forced: Sequence[int] = (),
     k: int = 5,
@@ -186,7 +190,7 @@ def generate_steps(
     device = next(model.parameters()).device
     src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # (1, S)
     max_new = max_new or max_new_tokens(model, src.size(1))
-    dec = Decoder(model, src, iv, enc=enc)
+    dec = Decoder(model, src, interventions, enc=enc)
     gen = torch.Generator(device="cpu").manual_seed(sampling.seed)
     prefix = [cfg.bos_id]
     nxt = prefix[:]
@@ -224,7 +228,7 @@ def greedy_steps_batch(
     model: Transformer,
     srcs: Sequence[Sequence[int]],
     *,
-    iv: Interventions = NO_INTERVENTIONS,
+    interventions: Interventions = NO_INTERVENTIONS,
     k: int = 5,
     max_new: Sequence[int],
     enc: EncoderResult,
@@ -234,7 +238,7 @@ def greedy_steps_batch(
     ``srcs``: B sources (compact ids, each ending in <eos>), already encoded together as ``enc`` (their
     ``model.encode`` of the batch right-padded with ``pad_id``, ``need_weights`` not needed here);
     ``max_new[b]``: source b's output budget. Returns, per source, the steps ``generate_steps(model,
-    srcs[b], iv=iv, k=k, max_new=max_new[b])`` yields, with each step's attention rows cut to that source's
+    srcs[b], interventions=interventions, k=k, max_new=max_new[b])`` yields, with each step's attention rows cut to that source's
     length (self ``(L, H, t + 1)``, cross ``(L, H, S_b)``). A source that has finished (``<eos>`` or its budget)
     is fed ``<eos>`` again while the others go on; its later rows are dropped (padded keys get weight 0 and a
     row of a batch never reads another row, so the others are unchanged). The same numbers as one source at a
@@ -244,7 +248,7 @@ def greedy_steps_batch(
     cfg = model.cfg
     B = len(srcs)
     device = enc.memory.device
-    dec = Decoder(model, None, iv, enc=enc)  # the batch is encoded already
+    dec = Decoder(model, None, interventions, enc=enc)  # the batch is encoded already
     lengths = [len(s) for s in srcs]
     steps: list[list[Step]] = [[] for _ in range(B)]
     prefixes = [[cfg.bos_id] for _ in range(B)]
@@ -313,7 +317,7 @@ def beam_search(
     *,
     beam_size: int = 4,
     alpha: float = 0.6,
-    iv: Interventions = NO_INTERVENTIONS,
+    interventions: Interventions = NO_INTERVENTIONS,
     max_new: int | None = None,
     early_stop: bool = True,
     enc: EncoderResult | None = None,
@@ -336,7 +340,7 @@ def beam_search(
     device = next(model.parameters()).device
     src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # (1, S)
     max_new = max_new or max_new_tokens(model, src.size(1))
-    dec = Decoder(model, src, iv, enc=enc)
+    dec = Decoder(model, src, interventions, enc=enc)
     stop_when_full = early_stop or beam_size == 1  # beam size 1 is greedy: it ends at the first <eos>
     nodes = [BeamNode(0, -1, cfg.bos_id, -1, 0.0)]
     live = [0]  # node ids of live hypotheses, one per decoder row

@@ -2,7 +2,7 @@
 
 - ``SamplingSettings``: how ``model.decoding`` picks the next token when it is not forced (greedy, or
   sampling with temperature, top-k and top-p);
-- ``DecodeSettings``: how ``model.analysis.analyze`` translates (greedy, beam search with its length
+- ``DecodeSettings``: how ``analysis.analyze.analyze`` translates (greedy, beam search with its length
   penalty, or sampling), the sidebar's choice;
 - ``Interventions``: the what-if tweaks of one forward pass (hidden source tokens, causal mask, ablated heads,
   temperature, window, positional encoding), which the Mask lab, Inside one head and the caches pass to the model
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.records import KINDS
+from model.facts import KINDS
 
 
 @dataclass(frozen=True)

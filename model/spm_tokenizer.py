@@ -1,6 +1,6 @@
 """SentencePiece tokenizer of imported OPUS-MT (Marian) checkpoints, behind the interface of ``model.tokenizer``.
 
-An OPUS-MT checkpoint (``model.import_marian``) keeps the original's tokenizer files, as Hugging Face's
+An OPUS-MT checkpoint (``convert.marian``) keeps the original's tokenizer files, as Hugging Face's
 ``MarianTokenizer`` reads them (``transformers/models/marian/tokenization_marian.py``):
 
     source.spm   the SentencePiece model that cuts source text into pieces

@@ -16,8 +16,8 @@ Written from scratch in torch to be read by a student, one module per idea of th
     Transformer            embeddings x sqrt(d_model) + PE, N encoder and N decoder layers, and
                            the linear + softmax generator (section 3.4)
 
-Two sources of weights run in this one implementation: checkpoints trained by ``model.train`` (the defaults
-of ``TransformerConfig``) and OPUS-MT / MarianMT checkpoints converted by ``model.import_marian``, whose config
+Two sources of weights run in this one implementation: checkpoints trained by ``training.train`` (the defaults
+of ``TransformerConfig``) and OPUS-MT / MarianMT checkpoints converted by ``convert.marian``, whose config
 sets ``activation="swish"``, ``pe_layout="halves"``, ``generator_bias=True`` and ``norm_first=False`` (see
 ``TransformerConfig`` for where each comes from in Hugging Face's ``modeling_marian.py``).
 
@@ -39,8 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.records import KINDS as KINDS  # re-exported: ``from model.transformer import KINDS`` keeps working
-from model.records import key_allowed
+from model.facts import key_allowed
 from model.settings import NO_INTERVENTIONS, Interventions
 
 ACTIVATIONS = ("relu", "gelu", "swish")
@@ -56,7 +55,7 @@ class TransformerConfig:
     Defaults are the "base" names of the paper's Table 3 scaled down for a 2-core CPU. The last four fields
     (``activation``, ``scale_embedding``, ``pe_layout``, ``generator_bias``) default to this project's own
     models, the paper's choices; a checkpoint written before they existed loads unchanged. Their other values
-    are what an OPUS-MT model needs (``model.import_marian``), each checked against Hugging Face transformers'
+    are what an OPUS-MT model needs (``convert.marian``), each checked against Hugging Face transformers'
     ``models/marian/modeling_marian.py`` (version 5.23):
 
     - ``activation="swish"`` (or ``"gelu"``): ``MarianEncoderLayer`` / ``MarianDecoderLayer`` compute
@@ -513,7 +512,7 @@ class ForwardResult:
 def band(n_q: int, n_k: int, offset: int, *, causal: bool, window: int | None, device=None) -> Tensor | None:
     """Self-attention mask ``(n_q, n_k)``: True where query i (at position offset + i) may see key j.
 
-    The rule is ``model.records.key_allowed`` (causal: keys j <= position, section 3.2.3; window:
+    The rule is ``model.facts.key_allowed`` (causal: keys j <= position, section 3.2.3; window:
     |position - j| < window), the one the app's mask pictures use too. None if every query may see
     every key (e.g. one new query with a cache and no window), so attention skips the mask.
     """
@@ -572,14 +571,14 @@ class Transformer(nn.Module):
             return self.pe[offset : offset + n]
         return self.pos_emb.weight[offset : offset + n]
 
-    def embed(self, ids: Tensor, emb: nn.Embedding, offset: int, iv: Interventions, inter: dict | None, prefix: str):
+    def embed(self, ids: Tensor, emb: nn.Embedding, offset: int, interventions: Interventions, inter: dict | None, prefix: str):
         """Token embedding x sqrt(d_model) plus positional encoding (section 3.4, 3.5): ``(B, T) -> (B, T, D)``.
 
         Without ``cfg.scale_embedding`` the embedding is added as it is (Marian's ``embed_scale = 1.0``).
         """
         tok = emb(ids) * math.sqrt(self.cfg.d_model) if self.cfg.scale_embedding else emb(ids)  # (B, T, D)
         pe = self.positional_encoding(ids.size(1), offset)  # (T, D)
-        x = tok + pe if iv.use_pos_encoding else tok
+        x = tok + pe if interventions.use_pos_encoding else tok
         if inter is not None:
             inter[f"{prefix}_tok_emb"], inter[f"{prefix}_pos_enc"], inter[f"{prefix}_in"] = tok, pe, x
         return self.emb_dropout(x)
@@ -633,8 +632,8 @@ class Transformer(nn.Module):
         """The output projection ``(V_tgt, D)``: the target embedding's first V_tgt rows when tied."""
         return self.tgt_emb.weight[: self.cfg.n_logits] if self.generator is None else self.generator.weight
 
-    def source_mask(self, src: Tensor, iv: Interventions = NO_INTERVENTIONS) -> Tensor | None:
-        """The keys of ``src (B, S)`` that attention may read: the padding mask, and the source tokens ``iv`` hides.
+    def source_mask(self, src: Tensor, interventions: Interventions = NO_INTERVENTIONS) -> Tensor | None:
+        """The keys of ``src (B, S)`` that attention may read: the padding mask, and the source tokens ``interventions`` hides.
 
         Returns ``(B, 1, 1, S)`` booleans (True: may be read), or None when every key may be read (attention then
         skips the mask). What ``encode`` uses for the encoder's self-attention and the decoder's cross-attention.
@@ -642,9 +641,9 @@ class Transformer(nn.Module):
         """
         S = src.size(1)
         src_allowed = (src != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, S)
-        if iv.src_hidden:
+        if interventions.src_hidden:
             hidden = torch.zeros(S, dtype=torch.bool, device=src.device)
-            hidden[[i for i in iv.src_hidden if 0 <= i < S]] = True
+            hidden[[i for i in interventions.src_hidden if 0 <= i < S]] = True
             src_allowed = src_allowed & ~hidden  # (B, 1, 1, S)
         return None if src.device.type == "cpu" and bool(src_allowed.all()) else src_allowed
 
@@ -652,7 +651,7 @@ class Transformer(nn.Module):
     def encode(
         self,
         src: Tensor,
-        iv: Interventions = NO_INTERVENTIONS,
+        interventions: Interventions = NO_INTERVENTIONS,
         *,
         need_weights: bool = False,
         need_intermediates: bool = False,
@@ -664,22 +663,22 @@ class Transformer(nn.Module):
         """
         B, S = src.shape
         inter = {} if need_intermediates else None
-        src_allowed = self.source_mask(src, iv)
-        self_band = band(S, S, 0, causal=False, window=iv.window, device=src.device)
+        src_allowed = self.source_mask(src, interventions)
+        self_band = band(S, S, 0, causal=False, window=interventions.window, device=src.device)
         if src_allowed is None:
             enc_allowed = self_band  # (S, S) or None
         elif self_band is None:
             enc_allowed = src_allowed  # (B, 1, 1, S)
         else:
             enc_allowed = src_allowed & self_band  # (B, 1, S, S)
-        x = self.embed(src, self.src_emb, 0, iv, inter, "enc")
+        x = self.embed(src, self.src_emb, 0, interventions, inter, "enc")
         maps = []
         for i, layer in enumerate(self.encoder):
             x, w = layer(
                 x,
                 enc_allowed,
-                temperature=iv.temperature,
-                head_mask=iv.head_mask("enc_self", i, self.cfg.n_heads),
+                temperature=interventions.temperature,
+                head_mask=interventions.head_mask("enc_self", i, self.cfg.n_heads),
                 need_weights=need_weights,
             )
             maps.append(w)
@@ -695,7 +694,7 @@ class Transformer(nn.Module):
         self,
         tgt: Tensor,
         enc: EncoderResult,
-        iv: Interventions = NO_INTERVENTIONS,
+        interventions: Interventions = NO_INTERVENTIONS,
         *,
         cache: list[LayerCache] | None = None,
         need_weights: bool = False,
@@ -710,7 +709,7 @@ class Transformer(nn.Module):
 
         Without ``cache`` the whole target is computed (teacher forcing). With ``cache`` (from a
         previous call's result), ``tgt`` holds only the new tokens, at positions after the cached
-        ones; the result equals full recomputation (tests check it) when ``iv.causal`` is True.
+        ones; the result equals full recomputation (tests check it) when ``interventions.causal`` is True.
         The cache also holds the memory's cross-attention keys and values: computed by the first
         call, reused by every later one (so a cache belongs to the ``enc`` it was made with). A
         cache whose ``self_kv`` are None reuses only those and computes ``tgt`` from position 0.
@@ -721,8 +720,10 @@ class Transformer(nn.Module):
         B, T_new = tgt.shape
         past = 0 if cache is None or cache[0].self_kv is None else cache[0].self_kv[0].size(2)
         inter = {} if need_intermediates else None
-        y = self.embed(tgt, self.tgt_emb, past, iv, inter, "dec")
-        self_allowed = band(T_new, past + T_new, past, causal=iv.causal, window=iv.window, device=tgt.device)
+        y = self.embed(tgt, self.tgt_emb, past, interventions, inter, "dec")
+        self_allowed = band(
+            T_new, past + T_new, past, causal=interventions.causal, window=interventions.window, device=tgt.device
+        )
         new_cache, self_maps, cross_maps = [], [], []
         for i, layer in enumerate(self.decoder):
             y, layer_cache, w_self, w_cross = layer(
@@ -731,9 +732,9 @@ class Transformer(nn.Module):
                 self_allowed,
                 enc.src_allowed,
                 cache=None if cache is None else cache[i],
-                temperature=iv.temperature,
-                self_head_mask=iv.head_mask("dec_self", i, self.cfg.n_heads),
-                cross_head_mask=iv.head_mask("cross", i, self.cfg.n_heads),
+                temperature=interventions.temperature,
+                self_head_mask=interventions.head_mask("dec_self", i, self.cfg.n_heads),
+                cross_head_mask=interventions.head_mask("cross", i, self.cfg.n_heads),
                 need_weights=need_weights,
             )
             new_cache.append(layer_cache)
@@ -759,7 +760,7 @@ class Transformer(nn.Module):
         self,
         src: Tensor,
         tgt: Tensor,
-        iv: Interventions = NO_INTERVENTIONS,
+        interventions: Interventions = NO_INTERVENTIONS,
         *,
         need_weights: bool = False,
         need_intermediates: bool = False,
@@ -768,12 +769,12 @@ class Transformer(nn.Module):
         """Teacher-forced pass: ``src (B, S)``, ``tgt (B, T)`` -> logits ``(B, T, V_tgt)`` (+ maps if asked).
 
         ``logits[:, t]`` scores the token that follows ``tgt[:, :t+1]``. ``enc`` may pass
-        ``self.encode(src, iv, ...)`` already computed (with the weights and intermediates asked
+        ``self.encode(src, interventions, ...)`` already computed (with the weights and intermediates asked
         for here), so that a source decoded and then analysed is encoded once.
         """
         if enc is None:
-            enc = self.encode(src, iv, need_weights=need_weights, need_intermediates=need_intermediates)
-        dec = self.decode(tgt, enc, iv, need_weights=need_weights, need_intermediates=need_intermediates)
+            enc = self.encode(src, interventions, need_weights=need_weights, need_intermediates=need_intermediates)
+        dec = self.decode(tgt, enc, interventions, need_weights=need_weights, need_intermediates=need_intermediates)
         return ForwardResult(
             dec.logits,
             enc.enc_self_attn,

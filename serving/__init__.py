@@ -3,7 +3,7 @@
 - ``serving.limits``: ``CallLimit``, a process-wide limit on model calls at once (one per core, one torch thread each);
 - ``serving.worker``: ``ModelWorker``, the model calls in a worker process of their own (a GIL of its own).
 - ``serving.heap``: ``freeze``, the loaded model and modules out of the cyclic GC's full collections;
-- ``serving.nginx``: deploy/nginx.conf run natively in front of local replicas (tests, bench/bench_class.py).
+- ``deploy.nginx_frontend``: deploy/nginx.conf run natively in front of local replicas (tests, bench/bench_class.py).
 
 ``ui/state.py`` puts every cached model call behind both; ``model/`` knows nothing of them.
 """

@@ -206,7 +206,7 @@ class ModelWorker:
         items, *args)`` returns one result per item, an exception instance for an item it refused (raised here).
 
         A class arriving at once asks for many analyses within a second; one batch of them costs the worker little
-        more than one (``model.analysis.analyze_many``). Batches form by themselves: the first item is sent at
+        more than one (``analysis.analyze.analyze_many``). Batches form by themselves: the first item is sent at
         once, and the items that arrive while a batch is in the worker go together in the next one, so a lone
         user waits for no one. With the worker switched off (``enabled=False``) the batches run in this process,
         under ``limit``. Until the worker has loaded the checkpoint or after it died, ``fn_one`` runs here under

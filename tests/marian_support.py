@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from model.import_marian import OPUS_MT_BASE
+from convert.marian import OPUS_MT_BASE
 
 ADJ = ["red", "green", "big", "small", "old", "young", "yellow", "quiet", "famous", "strange", "happy", "tired"]
 NOUN = ["dog", "cat", "house", "car", "tree", "teacher", "student", "river", "mountain", "city", "street", "animal"]

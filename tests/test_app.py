@@ -27,16 +27,17 @@ TIMEOUT = 120  # seconds per script run: the first one loads the model
 
 if not (REVERSE / "config.json").exists():
     pytest.skip(
-        f"no reverse checkpoint at {REVERSE} (python -m model.train --task reverse --out pretrained/reverse)",
+        f"no reverse checkpoint at {REVERSE} (python -m training.train --task reverse --out pretrained/reverse)",
         allow_module_level=True,
     )
 
 from app_charts import chart, charts, decode, ok, switch_to  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from model.analysis import DecodeSettings, analyze, step_trace  # noqa: E402
+from analysis.analyze import analyze, step_trace  # noqa: E402
 from model.checkpoint import load_checkpoint  # noqa: E402
-from model.records import KIND_NAMES  # noqa: E402
+from model.facts import KIND_NAMES  # noqa: E402
+from model.settings import DecodeSettings  # noqa: E402
 from model.transformer import Interventions  # noqa: E402
 from ui import catalog, state  # noqa: E402
 from viz.tokens import display  # noqa: E402
@@ -551,7 +552,7 @@ MASK_CONTROLS = {  # (widget, key, value): the interventions the control means, 
 @pytest.mark.parametrize(("widget", "key", "value"), list(MASK_CONTROLS))
 @pytest.mark.parametrize("kind", ["enc_self", "dec_self", "cross"])
 def test_mask_lab_controls(rev, widget, key, value, kind):
-    """Each control draws, as After, exactly ``analyze(..., iv)``'s map for the interventions it names (the
+    """Each control draws, as After, exactly ``analyze(..., interventions)``'s map for the interventions it names (the
     shown layer's mean over heads), differs from Before where the control bites, and keeps rows summing to 1."""
     at = run_app("masks", sentence=SENTENCE)
     at.radio(key="mask_kind").set_value(kind).run()
@@ -562,11 +563,11 @@ def test_mask_lab_controls(rev, widget, key, value, kind):
     z = check_drawn_weights(after)
     rows = np.nansum(z, axis=1)
     assert np.allclose(rows, 1, atol=1e-4), "each query row of the changed map still sums to 1 over the keys it may see"
-    iv, bites = MASK_CONTROLS[(widget, key, value)]
-    want = analyze(rev.model, rev.tokenizer, SENTENCE, DecodeSettings(), iv).view(kind)
+    interventions, bites = MASK_CONTROLS[(widget, key, value)]
+    want = analyze(rev.model, rev.tokenizer, SENTENCE, DecodeSettings(), interventions).view(kind)
     want_map = want.map(want.attn.shape[0] - 1, None)  # the default: the last layer, the mean of heads
     assert z.shape == want_map.w.shape
-    np.testing.assert_allclose(np.nan_to_num(z), want_map.w, atol=1e-4, err_msg="After is not analyze(..., iv)")
+    np.testing.assert_allclose(np.nan_to_num(z), want_map.w, atol=1e-4, err_msg="After is not analyze(..., interventions)")
     if kind in bites:
         b = weights(before)
         assert b.shape != z.shape or not np.allclose(np.nan_to_num(b), np.nan_to_num(z), atol=1e-4), "the control did not bite"
@@ -591,7 +592,10 @@ def test_mask_lab_marks_changed_output_tokens(rev):
     ok(at)
     body = " ".join(h.proto.body for h in at.get("html"))
     # the reverse model, reading only " c d e": its output changes (checked against analyze)
-    a, b = (analyze(rev.model, rev.tokenizer, SENTENCE, DecodeSettings(), iv) for iv in (Interventions(), IV_HIDE_01))
+    a, b = (
+        analyze(rev.model, rev.tokenizer, SENTENCE, DecodeSettings(), interventions)
+        for interventions in (Interventions(), IV_HIDE_01)
+    )
     assert a.out_ids != b.out_ids
     assert 'title="changed"' in body
     assert any("The output changed" in i.value for i in at.info)

@@ -1,4 +1,4 @@
-"""Attention beside attribution (model/attribution.py, viz/explain.py, the /explain page): tests that can fail.
+"""Attention beside attribution (analysis/attribution.py, viz/explain.py, the /explain page): tests that can fail.
 
 - Norm-weighted attention (Kobayashi et al. 2020): the terms α_ij f^h(x_j), summed over keys and heads plus b^O, are
   the attention sub-layer's own output to 1e-5; a token whose value vector is zeroed gets norm 0 while α stays.
@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis import DecodeSettings, analyze
-from model.attribution import (
+from analysis.analyze import analyze
+from analysis.attribution import (
     IG_REFINE_DEPTH,
     IG_REFINE_TOL,
     IG_SEGMENTS,
@@ -41,7 +41,9 @@ from model.attribution import (
     norm_weighted_maps,
     value_vectors,
 )
-from model.records import IG, METHODS, VISIBLE, IGResult, shift_right, spearman
+from analysis.records import IG, METHODS, IGResult, spearman
+from model.facts import VISIBLE, shift_right
+from model.settings import DecodeSettings
 from model.transformer import Interventions, Transformer, TransformerConfig, band
 from viz import explain as ve
 
@@ -51,7 +53,7 @@ REVERSE, EN_DE = MODELS / "reverse", MODELS / "en-de"
 SENTENCE = " a b c d e"
 TIMEOUT = 180
 
-IVS = {
+INTERVENTION_CASES = {
     "none": Interventions(),
     "hidden": Interventions(src_hidden=frozenset({1})),
     "ablated": Interventions(ablate=frozenset({("cross", 1, 0), ("enc_self", 0, 1), ("dec_self", 0, 0)})),
@@ -100,10 +102,10 @@ def tiny() -> Transformer:
     return model
 
 
-def translated(rev, iv: Interventions):
-    """(model, tokenizer, analyze's Analysis, decoder input, the tokens it predicts) of SENTENCE under ``iv``."""
+def translated(rev, interventions: Interventions):
+    """(model, tokenizer, analyze's Analysis, decoder input, the tokens it predicts) of SENTENCE under ``interventions``."""
     m, tok = rev.model, rev.tokenizer
-    a = analyze(m, tok, SENTENCE, iv=iv)
+    a = analyze(m, tok, SENTENCE, interventions=interventions)
     return (m, tok, a, *shift_right(a.out_ids, bos_id=m.cfg.bos_id, eos_id=m.cfg.eos_id))
 
 
@@ -165,10 +167,10 @@ def test_zeroing_one_value_vector_zeroes_its_share_and_leaves_the_weights(tiny):
     assert summed[..., j].max() < 1e-5
 
 
-@pytest.mark.parametrize("iv", list(IVS.values()), ids=list(IVS))
-def test_norm_weighted_shares_are_the_normalised_products_and_rows_sum_to_one(rev, iv):
-    m, tok, a, _, tgt_out = translated(rev, iv)
-    maps = norm_weighted_maps(m, a.source.ids, tgt_out, iv)
+@pytest.mark.parametrize("interventions", list(INTERVENTION_CASES.values()), ids=list(INTERVENTION_CASES))
+def test_norm_weighted_shares_are_the_normalised_products_and_rows_sum_to_one(rev, interventions):
+    m, tok, a, _, tgt_out = translated(rev, interventions)
+    maps = norm_weighted_maps(m, a.source.ids, tgt_out, interventions)
     for kind in ("enc_self", "dec_self", "cross"):
         s = getattr(maps, kind)
         assert s.shape == getattr(a.maps, kind).shape and finite(s)
@@ -179,7 +181,7 @@ def test_norm_weighted_shares_are_the_normalised_products_and_rows_sum_to_one(re
         hidden = maps.masks[kind].reasons != VISIBLE
         assert (s[:, :, hidden] == 0).all(), f"{kind}: a masked cell has a norm-weighted share"
     for t in range(len(tgt_out)):  # the cross rows are explain's products, normalised
-        e = explain(m, tok, a.source.ids, a.out_ids, t, iv, ig_steps=0)
+        e = explain(m, tok, a.source.ids, a.out_ids, t, interventions, ig_steps=0)
         tot = e.norm_heads.sum(axis=-1, keepdims=True)
         np.testing.assert_allclose(maps.cross[:, :, t], np.where(tot > 0, e.norm_heads / np.where(tot > 0, tot, 1), 0), atol=1e-5)
 
@@ -187,13 +189,13 @@ def test_norm_weighted_shares_are_the_normalised_products_and_rows_sum_to_one(re
 # -- one output token explained ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("iv", list(IVS.values()), ids=list(IVS))
-def test_explanation_attention_is_the_pages_map_row(rev, iv):
+@pytest.mark.parametrize("interventions", list(INTERVENTION_CASES.values()), ids=list(INTERVENTION_CASES))
+def test_explanation_attention_is_the_pages_map_row(rev, interventions):
     """The weights explained are those the other pages show: row t of analyze's cross-attention, every layer and head."""
     m, tok = rev.model, rev.tokenizer
-    a = analyze(m, tok, SENTENCE, iv=iv)
+    a = analyze(m, tok, SENTENCE, interventions=interventions)
     for t in range(len(a.out_ids) + 1):
-        e = explain(m, tok, a.source.ids, a.out_ids, t, iv, ig_steps=0)
+        e = explain(m, tok, a.source.ids, a.out_ids, t, interventions, ig_steps=0)
         np.testing.assert_allclose(e.attn, a.maps.cross[:, :, t], atol=1e-5)
         np.testing.assert_allclose(math.exp(e.target_logprob), a.maps.next_probs[t], atol=1e-5)
         assert e.target == a.tgt_out_tokens[t] and e.prefix_tokens == a.tgt_in_tokens[: t + 1]
@@ -201,13 +203,13 @@ def test_explanation_attention_is_the_pages_map_row(rev, iv):
         np.testing.assert_allclose(e.norm_heads, e.attn * e.value_norm, atol=1e-6)
 
 
-@pytest.mark.parametrize("iv", list(IVS.values()), ids=list(IVS))
-def test_the_embeddings_path_of_the_encoder_is_encode(rev, iv):
+@pytest.mark.parametrize("interventions", list(INTERVENTION_CASES.values()), ids=list(INTERVENTION_CASES))
+def test_the_embeddings_path_of_the_encoder_is_encode(rev, interventions):
     m = rev.model
     src = torch.tensor([analyze(m, rev.tokenizer, SENTENCE).source.ids])
-    enc = m.encode(src, iv, need_intermediates=True)
+    enc = m.encode(src, interventions, need_intermediates=True)
     x = enc.intermediates["enc_tok_emb"]  # what embed made: x sqrt(d_model) where the config says so
-    torch.testing.assert_close(encode_embedded(m, x, enc.src_allowed, iv).memory, enc.memory, atol=1e-5, rtol=0)
+    torch.testing.assert_close(encode_embedded(m, x, enc.src_allowed, interventions).memory, enc.memory, atol=1e-5, rtol=0)
 
 
 ENOUGH = dict(ig_steps=512, ig_segments=32)  # the toy model's peaked softmax needs more than the page's 256 nodes
@@ -216,7 +218,7 @@ ENOUGH = dict(ig_steps=512, ig_segments=32)  # the toy model's peaked softmax ne
 def _complete(e, what: str, steps: int = ENOUGH["ig_steps"], *, of_sizes: bool = False) -> None:
     """Σ IG within 1 % of f(x) − f(baseline); ``of_sizes``: within 1 % of Σ_i |IG_i| instead (see below)."""
     g = e.ig
-    assert g is not None and g.steps >= steps  # more where a segment was halved (model.attribution._ig_between)
+    assert g is not None and g.steps >= steps  # more where a segment was halved (analysis.attribution._ig_between)
     scale = float(np.abs(g.ig).sum()) if of_sizes else abs(g.f_input - g.f_baseline)
     assert abs(g.error) <= 0.01 * scale + 1e-6, (
         f"{what}: IG sums to {g.ig.sum():.5f}, f(x) - f(baseline) = {g.f_input - g.f_baseline:.5f}"
@@ -224,13 +226,17 @@ def _complete(e, what: str, steps: int = ENOUGH["ig_steps"], *, of_sizes: bool =
     np.testing.assert_allclose(g.f_input, e.target_logprob - (e.contrast_logprob or 0.0), atol=1e-4)
 
 
-# Under every intervention but IVS["no_pe"]. With three heads off (IVS["ablated"]) the toy model's near one-hot attention
+# Under every intervention but INTERVENTION_CASES["no_pe"]. With three heads off (INTERVENTION_CASES["ablated"]) the toy model's near one-hot attention
 # turns so sharply along the path that evenly spread Gauss-Legendre nodes did not settle (token 0: 1.7 % with 512 nodes,
-# 0.6 % with 2048); halving the segments that miss (model.attribution._ig_between) settles it. Without positional
+# 0.6 % with 2048); halving the segments that miss (analysis.attribution._ig_between) settles it. Without positional
 # encodings the baseline's tokens are all alike and token 1's runner-up still misses by 0.12 nats after four halvings:
 # a limit of the quadrature on a toy model, which the page states by printing the error it reached.
-@pytest.mark.parametrize("iv", [v for k, v in IVS.items() if k != "no_pe"], ids=[k for k in IVS if k != "no_pe"])
-def test_integrated_gradients_are_complete_for_every_output_token(rev, iv):
+@pytest.mark.parametrize(
+    "interventions",
+    [v for k, v in INTERVENTION_CASES.items() if k != "no_pe"],
+    ids=[k for k in INTERVENTION_CASES if k != "no_pe"],
+)
+def test_integrated_gradients_are_complete_for_every_output_token(rev, interventions):
     """Completeness (Sundararajan et al. 2017, proposition 1): Σ IG = f(x) − f(baseline), here within 1 % with enough
     steps, for log p(y) of every output token. Contrastive mode explains log p(y) − log p(y′) (y′: the step's best
     other candidate): by the linearity axiom its attributions are those of log p(y) minus those of log p(y′). Where
@@ -238,21 +244,21 @@ def test_integrated_gradients_are_complete_for_every_output_token(rev, iv):
     0.2 nats with attributions of ±4), 1 % of it is below what 512 nodes resolve: log p(y′) and the contrast are held
     to 1 % of the attributions' total size Σ|IG_i| instead."""
     m, tok = rev.model, rev.tokenizer
-    a = analyze(m, tok, SENTENCE, iv=iv)
+    a = analyze(m, tok, SENTENCE, interventions=interventions)
     eos = m.cfg.eos_id
     for t in range(len(a.out_ids) + 1):
-        e = explain(m, tok, a.source.ids, a.out_ids, t, iv, **ENOUGH)
+        e = explain(m, tok, a.source.ids, a.out_ids, t, interventions, **ENOUGH)
         _complete(e, f"token {t}")
         y2 = next(i for _, i, _ in e.candidates if i != e.target_id)
-        alt = explain(m, tok, a.source.ids, a.out_ids[:t] + ([] if y2 == eos else [y2]), t, iv, **ENOUGH)  # log p(y′)
+        alt = explain(m, tok, a.source.ids, a.out_ids[:t] + ([] if y2 == eos else [y2]), t, interventions, **ENOUGH)  # log p(y′)
         assert alt.target_id == y2
         _complete(alt, f"token {t}: y′ = {y2}", of_sizes=True)
-        c = explain(m, tok, a.source.ids, a.out_ids, t, iv, contrast=y2, **ENOUGH)
+        c = explain(m, tok, a.source.ids, a.out_ids, t, interventions, contrast=y2, **ENOUGH)
         assert c.contrast_id == y2 and c.objective != e.objective
         _complete(c, f"token {t} against {y2}", of_sizes=True)
         # linearity on one set of nodes: without halving, the three objectives share every Gauss-Legendre node
         e0, alt0, c0 = (
-            explain(m, tok, a.source.ids, out, t, iv, contrast=y, ig_refine_depth=0, **ENOUGH)
+            explain(m, tok, a.source.ids, out, t, interventions, contrast=y, ig_refine_depth=0, **ENOUGH)
             for out, y in ((a.out_ids, None), (a.out_ids[:t] + ([] if y2 == eos else [y2]), None), (a.out_ids, y2))
         )
         np.testing.assert_allclose(c0.ig.ig, e0.ig.ig - alt0.ig.ig, atol=2e-4)
@@ -312,11 +318,11 @@ def test_the_pages_steps_are_enough_on_the_shipped_model():
 @pytest.mark.parametrize("hidden", [frozenset({1}), frozenset({0, 3})])
 def test_a_hidden_source_token_gets_nothing_from_any_method(rev, hidden):
     m, tok = rev.model, rev.tokenizer
-    iv = Interventions(src_hidden=hidden)
-    a = analyze(m, tok, SENTENCE, iv=iv)
+    interventions = Interventions(src_hidden=hidden)
+    a = analyze(m, tok, SENTENCE, interventions=interventions)
     cols = sorted(hidden)
     for t in range(len(a.out_ids) + 1):
-        e = explain(m, tok, a.source.ids, a.out_ids, t, iv, ig_steps=32, ig_segments=4)
+        e = explain(m, tok, a.source.ids, a.out_ids, t, interventions, ig_steps=32, ig_segments=4)
         assert list(np.flatnonzero(e.hidden)) == cols
         for name in ("attn", "norm_heads", "norm_sum", "rollout"):
             assert (getattr(e, name)[..., cols] == 0).all(), f"{name} of a hidden token"
@@ -327,9 +333,9 @@ def test_a_hidden_source_token_gets_nothing_from_any_method(rev, hidden):
 def test_every_source_token_hidden_gives_zeros_and_no_nan(rev):
     m, tok = rev.model, rev.tokenizer
     S = len(analyze(m, tok, SENTENCE).source.ids)
-    iv = Interventions(src_hidden=frozenset(range(S)))
-    a = analyze(m, tok, SENTENCE, iv=iv)
-    e = explain(m, tok, a.source.ids, a.out_ids, 0, iv, ig_steps=16, ig_segments=2)
+    interventions = Interventions(src_hidden=frozenset(range(S)))
+    a = analyze(m, tok, SENTENCE, interventions=interventions)
+    e = explain(m, tok, a.source.ids, a.out_ids, 0, interventions, ig_steps=16, ig_segments=2)
     for v in e.scores(0).values():
         assert finite(v) and (v == 0).all()
     assert e.ig.relative_error == 0 and finite(e.ig.ig)
@@ -363,14 +369,14 @@ def test_bad_arguments_say_what_is_wrong(rev):
         explain(m, tok, a.source.ids, a.out_ids, 0, contrast=target, ig_steps=0)
 
 
-@pytest.mark.parametrize("iv", list(IVS.values()), ids=list(IVS))
-def test_a_batch_of_explanations_is_each_ones_own(rev, iv):
+@pytest.mark.parametrize("interventions", list(INTERVENTION_CASES.values()), ids=list(INTERVENTION_CASES))
+def test_a_batch_of_explanations_is_each_ones_own(rev, interventions):
     """``explain_many`` (a class at once, one padded pass) gives each item its own ``explain``: sources and prefixes of
     different lengths, plain and contrastive, and a bad item refused without spoiling the others."""
     m, tok = rev.model, rev.tokenizer
     items, refused = [], []
     for text in (SENTENCE, " a b", " e d c b a a b"):
-        a = analyze(m, tok, text, iv=iv)
+        a = analyze(m, tok, text, interventions=interventions)
         src, out = tuple(a.source.ids), tuple(a.out_ids)
         for t in range(len(out) + 1):
             items.append((src, out, t, None))
@@ -378,14 +384,14 @@ def test_a_batch_of_explanations_is_each_ones_own(rev, iv):
         items.append((src, out, 0, (target + 1) % m.cfg.n_logits))  # why this token and not another
         refused += [len(items), len(items) + 1]
         items += [(src, out, len(out) + 1, None), (src, out, 0, target)]  # out of range; contrast = the token itself
-    got = explain_many(m, tok, items, iv)
+    got = explain_many(m, tok, items, interventions)
     assert len(got) == len(items)
     for k, (item, e) in enumerate(zip(items, got, strict=True)):
         src, out, t, contrast = item
         if k in refused:
             assert isinstance(e, ValueError)
             continue
-        one = explain(m, tok, src, out, t, iv, contrast=contrast, ig_steps=0)
+        one = explain(m, tok, src, out, t, interventions, contrast=contrast, ig_steps=0)
         assert (e.target, e.prefix_tokens, e.src_tokens, e.contrast) == (
             one.target,
             one.prefix_tokens,
@@ -399,10 +405,10 @@ def test_a_batch_of_explanations_is_each_ones_own(rev, iv):
         assert e.target_logprob == pytest.approx(one.target_logprob, abs=1e-4)
         assert (e.hidden == one.hidden).all() and e.ablated == one.ablated
     # the one-item form (what a lone user gets) is a batch of one, and raises what the batch returns
-    alone = explain_item(m, tok, items[0], iv)
+    alone = explain_item(m, tok, items[0], interventions)
     np.testing.assert_allclose(alone.grad_input, got[0].grad_input, atol=1e-4)
     with pytest.raises(ValueError, match="out of range"):
-        explain_item(m, tok, items[refused[0]], iv)
+        explain_item(m, tok, items[refused[0]], interventions)
 
 
 # -- agreement in numbers and words -----------------------------------------------------------------------------------
@@ -440,26 +446,26 @@ def test_agreement_covers_every_pair_and_its_sentence_says_what_the_numbers_say(
 # -- the layer lens -----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("iv", list(IVS.values()), ids=list(IVS))
-def test_the_lens_at_the_last_layer_is_the_models_own_distribution(rev, iv):
-    m, tok, a, tgt_in, _ = translated(rev, iv)
-    lp = logit_lens_logprobs(m, a.source.ids, tgt_in, iv)
+@pytest.mark.parametrize("interventions", list(INTERVENTION_CASES.values()), ids=list(INTERVENTION_CASES))
+def test_the_lens_at_the_last_layer_is_the_models_own_distribution(rev, interventions):
+    m, tok, a, tgt_in, _ = translated(rev, interventions)
+    lp = logit_lens_logprobs(m, a.source.ids, tgt_in, interventions)
     assert lp.shape == (m.cfg.n_dec_layers + 1, len(tgt_in), m.cfg.n_logits)
     with torch.inference_mode():
-        own = torch.log_softmax(m(torch.tensor([a.source.ids]), torch.tensor([tgt_in]), iv).logits[0].float(), dim=-1)
+        own = torch.log_softmax(m(torch.tensor([a.source.ids]), torch.tensor([tgt_in]), interventions).logits[0].float(), dim=-1)
     torch.testing.assert_close(lp[-1], own, atol=1e-5, rtol=0)
-    lens = layer_lens(m, tok, a.source.ids, a.out_ids, iv)
-    if iv.causal:  # one pass is what decoding ran: the last row is the probability of each piece written
+    lens = layer_lens(m, tok, a.source.ids, a.out_ids, interventions)
+    if interventions.causal:  # one pass is what decoding ran: the last row is the probability of each piece written
         np.testing.assert_allclose(lens.target_probs[-1], a.maps.next_probs, atol=1e-5)
 
 
-@pytest.mark.parametrize("iv", list(IVS.values()), ids=list(IVS))
-def test_decoder_lens_at_the_last_encoder_layer_is_normal_decoding(rev, iv):
+@pytest.mark.parametrize("interventions", list(INTERVENTION_CASES.values()), ids=list(INTERVENTION_CASES))
+def test_decoder_lens_at_the_last_encoder_layer_is_normal_decoding(rev, interventions):
     m, tok = rev.model, rev.tokenizer
-    a = analyze(m, tok, SENTENCE, DecodeSettings(), iv)
-    lens = decoder_lens_ids(m, a.source.ids, iv)
+    a = analyze(m, tok, SENTENCE, DecodeSettings(), interventions)
+    lens = decoder_lens_ids(m, a.source.ids, interventions)
     assert len(lens) == m.cfg.n_enc_layers + 1 and lens[-1] == a.out_ids
-    ll = layer_lens(m, tok, a.source.ids, a.out_ids, iv)
+    ll = layer_lens(m, tok, a.source.ids, a.out_ids, interventions)
     assert ll.lens_texts[-1] == a.translation and ll.lens_finished[-1] == a.finished
 
 
@@ -490,9 +496,9 @@ def _nan_in(obj) -> bool:
 
 def test_figures_draw_the_records_numbers(rev):
     m, tok = rev.model, rev.tokenizer
-    iv = Interventions(src_hidden=frozenset({2}))
-    a = analyze(m, tok, SENTENCE, iv=iv)
-    e = explain(m, tok, a.source.ids, a.out_ids, 1, iv, ig_steps=32, ig_segments=4)
+    interventions = Interventions(src_hidden=frozenset({2}))
+    a = analyze(m, tok, SENTENCE, interventions=interventions)
+    e = explain(m, tok, a.source.ids, a.out_ids, 1, interventions, ig_steps=32, ig_segments=4)
     fig = ve.methods_figure(e, 0, 1)
     z = np.asarray(fig.data[0].z, dtype=float)
     assert fig.layout.meta["methods"] == list(METHODS) and z.shape == (5, len(e.src_tokens))
@@ -505,7 +511,7 @@ def test_figures_draw_the_records_numbers(rev):
     agree = ve.agreement_figure(e, 0, 1)
     rho = np.asarray(agree.data[0].z, dtype=float)
     np.testing.assert_allclose(rho, rho.T) and np.testing.assert_allclose(np.diag(rho), 1)
-    lens = layer_lens(m, tok, a.source.ids, a.out_ids, iv)
+    lens = layer_lens(m, tok, a.source.ids, a.out_ids, interventions)
     lf = ve.logit_lens_figure(lens)
     np.testing.assert_allclose(np.asarray(lf.data[0].z), lens.top_probs, atol=1e-6)
     assert ve.decoder_lens_table(lens)["= final"].iloc[-1]
@@ -610,9 +616,9 @@ def test_the_page_follows_the_mask_labs_interventions_and_the_contrast(monkeypat
     fig = chart(at, "Why ")
     z = decode(fig["data"][0]["z"]).astype(float)
     assert (z[:, 1] == 0).all() and fig["data"][1]["name"] == "hidden"
-    iv = Interventions(src_hidden=frozenset({1}))
-    a = analyze(rev.model, rev.tokenizer, SENTENCE, iv=iv)
-    e = explain(rev.model, rev.tokenizer, a.source.ids, a.out_ids, 0, iv, ig_steps=0)
+    interventions = Interventions(src_hidden=frozenset({1}))
+    a = analyze(rev.model, rev.tokenizer, SENTENCE, interventions=interventions)
+    e = explain(rev.model, rev.tokenizer, a.source.ids, a.out_ids, 0, interventions, ig_steps=0)
     np.testing.assert_allclose(z[0] * fig["layout"]["meta"]["scale"][0], e.scores(1)[METHODS[0]], atol=1e-6)
     y2 = next(i for _, i, _ in e.candidates if i != e.target_id)
     at.selectbox(key="contrast").set_value(y2).run()
@@ -620,7 +626,7 @@ def test_the_page_follows_the_mask_labs_interventions_and_the_contrast(monkeypat
     assert "rather than" in chart(at, "Why ")["layout"]["title"]["text"]
     at.button(key="ig_run").click().run()
     ok(at)
-    c = explain(rev.model, rev.tokenizer, a.source.ids, a.out_ids, 0, iv, contrast=y2, ig_segments=IG_SEGMENTS)
+    c = explain(rev.model, rev.tokenizer, a.source.ids, a.out_ids, 0, interventions, contrast=y2, ig_segments=IG_SEGMENTS)
     z = decode(chart(at, "Why ")["data"][0]["z"]).astype(float)
     scale = chart(at, "Why ")["layout"]["meta"]["scale"][METHODS.index(IG)]
     np.testing.assert_allclose(z[METHODS.index(IG)] * scale, c.ig.ig, atol=1e-5)

@@ -1,4 +1,4 @@
-"""Many users' analyses at once: ``model.analysis.analyze_many`` (one padded batch) gives each input what its own
+"""Many users' analyses at once: ``analysis.analyze.analyze_many`` (one padded batch) gives each input what its own
 ``analyze`` gives, and ``ModelWorker.call_many`` batches the calls that wait together and hands each its result."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis import DecodeSettings, InputError, analyze, analyze_many
+from analysis.analyze import analyze, analyze_many
 from model.checkpoint import PRETRAINED
 from model.decoding import generate_steps, greedy_steps_batch
-from model.settings import Interventions
+from model.facts import InputError
+from model.settings import DecodeSettings, Interventions
 from serving.limits import CallLimit
 from serving.worker import ModelWorker
 
@@ -54,24 +55,24 @@ def assert_close(a, b) -> None:
             np.testing.assert_array_equal(s.masks[kind].reasons, t.masks[kind].reasons)
 
 
-IVS = [
+INTERVENTION_CASES = [
     Interventions(),
     Interventions(src_hidden=frozenset({1, 3}), temperature=2.0, ablate=frozenset({("cross", 0, 1), ("enc_self", 1, 0)})),
     Interventions(causal=False, window=3),
 ]
 
 
-@pytest.mark.parametrize("iv", IVS, ids=["none", "hidden-temperature-ablated", "no-causal-window"])
-def test_each_input_of_a_batch_gets_its_own_analysis(loaded, iv):
-    many = analyze_many(loaded.model, loaded.tokenizer, TEXTS, DecodeSettings(), iv)
+@pytest.mark.parametrize("interventions", INTERVENTION_CASES, ids=["none", "hidden-temperature-ablated", "no-causal-window"])
+def test_each_input_of_a_batch_gets_its_own_analysis(loaded, interventions):
+    many = analyze_many(loaded.model, loaded.tokenizer, TEXTS, DecodeSettings(), interventions)
     assert len(many) == len(TEXTS)
     for text, b in zip(TEXTS, many, strict=True):
         if not text.strip():
             assert isinstance(b, InputError)
             with pytest.raises(InputError, match=re.escape(str(b))):
-                analyze(loaded.model, loaded.tokenizer, text, DecodeSettings(), iv)
+                analyze(loaded.model, loaded.tokenizer, text, DecodeSettings(), interventions)
             continue
-        assert_close(analyze(loaded.model, loaded.tokenizer, text, DecodeSettings(), iv), b)
+        assert_close(analyze(loaded.model, loaded.tokenizer, text, DecodeSettings(), interventions), b)
 
 
 def test_a_budget_cut_output_and_other_methods_match_too(loaded):

@@ -25,8 +25,8 @@ from model.checkpoint import (
     save_checkpoint,
 )
 from model.tokenizer import Tokenizer
-from model.train import load_state, save_state
 from model.transformer import Interventions, Transformer, TransformerConfig
+from training.train import load_state, save_state
 
 CORPUS = ["A man is riding a bicycle.", "Two dogs are playing in the snow."] * 2
 
@@ -226,7 +226,7 @@ def old(tmp_path_factory):
     return module
 
 
-IVS = [
+INTERVENTION_CASES = [
     Interventions(),
     Interventions(src_hidden={1, 3}, window=3, temperature=1.7),
     Interventions(causal=False, use_pos_encoding=False, ablate={("enc_self", 0, 1), ("cross", 1, 0), ("dec_self", 0, 2)}),
@@ -234,16 +234,18 @@ IVS = [
 
 
 def assert_same_outputs(old, old_model, new_model, src, tgt):
-    """Logits and every attention map of the old and the new code agree to 1e-6, under each of IVS."""
-    for iv in IVS:
-        old_iv = old.Interventions(**{f: getattr(iv, f) for f in iv.__dataclass_fields__})
+    """Logits and every attention map of the old and the new code agree to 1e-6, under each of INTERVENTION_CASES."""
+    for interventions in INTERVENTION_CASES:
+        old_interventions = old.Interventions(**{f: getattr(interventions, f) for f in interventions.__dataclass_fields__})
         with torch.no_grad():
-            want = old_model(src, tgt, old_iv, need_weights=True)
-            fused = new_model(src, tgt, iv)  # the inference path: logits through eval()'s (D, V) copy, another sum order
+            want = old_model(src, tgt, old_interventions, need_weights=True)
+            fused = new_model(
+                src, tgt, interventions
+            )  # the inference path: logits through eval()'s (D, V) copy, another sum order
         with torch.enable_grad():  # the old code's arithmetic (h @ w.T), so 1e-6 holds (the weights need no grad)
-            got = new_model(src, tgt, iv, need_weights=True)
+            got = new_model(src, tgt, interventions, need_weights=True)
         for name in ("logits", "enc_self_attn", "dec_self_attn", "cross_attn"):
-            torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=1e-6, rtol=0, msg=f"{name} {iv}")
+            torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=1e-6, rtol=0, msg=f"{name} {interventions}")
         torch.testing.assert_close(fused.logits, want.logits, atol=1e-5, rtol=0)
 
 
@@ -339,7 +341,7 @@ def test_convert_command_rewrites_a_legacy_folder_in_place(tok, tmp_path, capsys
 
 
 def train_setup(tok, seed: int):
-    """A model, its EMA dict and AdamW, as model/train.py builds them."""
+    """A model, its EMA dict and AdamW, as training/train.py builds them."""
     model = make_model(tok, seed=seed)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]

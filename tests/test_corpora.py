@@ -1,5 +1,5 @@
 """Several corpora by name: finding their splits, the weighted mix of an epoch, training on a mix with a
-dev mix, resuming in the middle of an epoch, and ``model.evaluate``'s corpus options."""
+dev mix, resuming in the middle of an epoch, and ``training.evaluate``'s corpus options."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from model import data
-from model.data import corpus_dir, dev_split, parse_corpus_spec, weighted_mix
-from model.evaluate import main as evaluate_main
-from model.train import epoch_examples, main
+from training import corpora as data
+from training.corpora import corpus_dir, dev_split, parse_corpus_spec, weighted_mix
+from training.evaluate import main as evaluate_main
+from training.train import epoch_examples, main
 
 WORDS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
 
@@ -134,12 +134,12 @@ def test_evaluate_scores_a_corpus_split_a_dev_mix_and_all_test_splits(root, monk
 
 
 def test_a_distilled_corpus_has_the_teachers_beam_targets_and_trains_by_name(root, capsys):
-    """model.distill: every 2nd training pair gets the teacher's beam translation (the app's settings), the rest
+    """training.distill: every 2nd training pair gets the teacher's beam translation (the app's settings), the rest
     keep their reference, dev/test are copied unchanged, a cut shard resumes, and the folder trains as a corpus."""
-    from model import distill
     from model.checkpoint import load_checkpoint
-    from model.evaluate import translate
     from model.settings import DecodeSettings
+    from training import distill
+    from training.evaluate import translate
 
     teacher = root / "teacher"
     main([*TINY, "--data-root", str(root), "--corpus", "caps", "--out", str(teacher), "--epochs", "1"])
@@ -181,7 +181,7 @@ def test_a_distilled_corpus_has_the_teachers_beam_targets_and_trains_by_name(roo
 
 
 def test_distill_shards_and_their_spec():
-    from model.distill import chosen_indices, parse_shard
+    from training.distill import chosen_indices, parse_shard
 
     assert parse_shard("1/4") == (1, 4)
     for bad in ("4/4", "-1/2", "a/b", "2"):

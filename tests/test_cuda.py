@@ -14,14 +14,15 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis import DecodeSettings, analyze
+from analysis.analyze import analyze
 from model.checkpoint import PRETRAINED, load_checkpoint
+from model.settings import DecodeSettings
 from model.transformer import Interventions
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 TEXTS = ["My friend Jakob lives in Stuttgart.", "Two dogs are playing in the snow.", "Where is the train station?"]
-IVS = [Interventions(), Interventions(src_hidden={1}, ablate={("cross", 0, 1)}, temperature=1.5)]
+INTERVENTION_CASES = [Interventions(), Interventions(src_hidden={1}, ablate={("cross", 0, 1)}, temperature=1.5)]
 
 
 @pytest.fixture(scope="module")
@@ -38,12 +39,12 @@ def test_the_model_and_its_default_device_are_the_gpu(pair):
 
 
 @pytest.mark.parametrize("method", ["greedy", "beam"])
-@pytest.mark.parametrize("iv", IVS, ids=["plain", "interventions"])
+@pytest.mark.parametrize("interventions", INTERVENTION_CASES, ids=["plain", "interventions"])
 @pytest.mark.parametrize("text", TEXTS)
-def test_analysis_on_the_gpu_is_the_cpu_analysis(pair, text, method, iv):
+def test_analysis_on_the_gpu_is_the_cpu_analysis(pair, text, method, interventions):
     cpu, gpu = pair
     s = DecodeSettings(method=method)
-    a, b = analyze(cpu.model, cpu.tokenizer, text, s, iv), analyze(gpu.model, gpu.tokenizer, text, s, iv)
+    a, b = analyze(cpu.model, cpu.tokenizer, text, s, interventions), analyze(gpu.model, gpu.tokenizer, text, s, interventions)
     assert b.out_ids == a.out_ids and b.translation == a.translation
     for name in ("enc_self", "dec_self", "cross", "next_probs"):
         x, y = getattr(a.maps, name), getattr(b.maps, name)
@@ -76,8 +77,8 @@ def test_kv_cached_decoding_on_the_gpu_equals_full_recomputation(pair):
 
 def test_explanations_and_head_traces_on_the_gpu_are_the_cpu_ones(pair):
     pytest.importorskip("captum")
-    from model.attribution import explain
-    from model.trace import head_trace
+    from analysis.attribution import explain
+    from analysis.trace import head_trace
 
     cpu, gpu = pair
     a = analyze(cpu.model, cpu.tokenizer, TEXTS[0])
@@ -98,7 +99,7 @@ def test_explanations_and_head_traces_on_the_gpu_are_the_cpu_ones(pair):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_fused_attention_on_the_gpu_equals_eq_1_whichever_kernel_runs_it(dtype):
     """Training takes ``F.scaled_dot_product_attention``; on a GPU that is cuDNN's kernel or the memory-efficient one
-    (model.train turns cuDNN off). Each must give eq. (1) as written out, padding and causal masks and a row with no
+    (training.train turns cuDNN off). Each must give eq. (1) as written out, padding and causal masks and a row with no
     allowed key included (its output 0)."""
     from model.transformer import attention
 
@@ -124,11 +125,11 @@ def test_fused_attention_on_the_gpu_equals_eq_1_whichever_kernel_runs_it(dtype):
 
 def test_training_on_the_gpu_turns_cudnn_attention_off_unless_asked(tmp_path):
     """cuDNN's attention built a plan for each new batch shape: 22 ms of host time a call, 512 ms a training step
-    against 73 ms without it (stage 15's profile, model card). model.train turns it off on a GPU;
+    against 73 ms without it (stage 15's profile, model card). training.train turns it off on a GPU;
     ``--cudnn-attention`` keeps it."""
     from test_train import TINY
 
-    from model.train import main
+    from training.train import main
 
     tiny = [*TINY, "--epochs", "1", "--device", "cuda"]
     before = torch.backends.cuda.cudnn_sdp_enabled()

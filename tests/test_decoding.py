@@ -1,4 +1,4 @@
-"""Properties of model/decoding.py and model/analysis.py on tiny random models and the toy reverse model.
+"""Properties of model/decoding.py and analysis/analyze.py on tiny random models and the toy reverse model.
 
 Greedy, beam search, sampling and the step API must agree with one another and with a full
 (teacher-forced) pass: beam size 1 is greedy, a padded batch decodes like its sentences one by one,
@@ -19,7 +19,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.analysis import DecodeSettings, analyze, data_flow, step_trace, teacher_forced
+from analysis.analyze import analyze, data_flow, step_trace, teacher_forced
+from analysis.records import BeamTree, trace_view
 from model.checkpoint import PRETRAINED, load_checkpoint
 from model.decoding import (
     SamplingSettings,
@@ -30,7 +31,8 @@ from model.decoding import (
     greedy_batch,
     length_penalty,
 )
-from model.records import VISIBLE, BeamTree, cell_reasons, trace_view
+from model.facts import VISIBLE, cell_reasons
+from model.settings import DecodeSettings
 from model.transformer import Interventions, Transformer, TransformerConfig
 
 V, PAD, BOS, EOS = 23, 0, 1, 2
@@ -153,16 +155,16 @@ def test_a_padded_batch_decodes_like_its_sentences_one_by_one(seed):
 # -- the step API ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("iv", [Interventions(), Interventions(causal=False), Interventions(ablate={("cross", 0, 1)})])
-def test_step_rows_are_the_rows_of_the_full_teacher_forced_maps(iv):
+@pytest.mark.parametrize("interventions", [Interventions(), Interventions(causal=False), Interventions(ablate={("cross", 0, 1)})])
+def test_step_rows_are_the_rows_of_the_full_teacher_forced_maps(interventions):
     model = make_model(5)
     ids = src_ids(5)
-    steps = list(generate_steps(model, ids, iv=iv, k=3))
+    steps = list(generate_steps(model, ids, interventions=interventions, k=3))
     prefix = steps[-1].prefix + [steps[-1].chosen]
     with torch.no_grad():
-        full = model(torch.tensor([ids]), torch.tensor([prefix[:-1]]), iv, need_weights=True)
+        full = model(torch.tensor([ids]), torch.tensor([prefix[:-1]]), interventions, need_weights=True)
     # without the causal mask a row changes as the prefix grows: only the last step saw the full prefix
-    for s in steps if iv.causal else steps[-1:]:
+    for s in steps if interventions.causal else steps[-1:]:
         torch.testing.assert_close(s.cross_attn, full.cross_attn[:, 0, :, s.t], atol=1e-5, rtol=0)
         torch.testing.assert_close(s.self_attn, full.dec_self_attn[:, 0, :, s.t, : s.t + 1], atol=1e-5, rtol=0)
     for s in steps:
@@ -266,18 +268,18 @@ def test_analyze_shows_the_maps_of_the_translation_it_made(reverse, method):
 
 @pytest.mark.parametrize("method", ["greedy", "sample", "beam"])
 @pytest.mark.parametrize(
-    "iv", [Interventions(), Interventions(causal=False, temperature=2.0, ablate=frozenset({("cross", 0, 1)}))]
+    "interventions", [Interventions(), Interventions(causal=False, temperature=2.0, ablate=frozenset({("cross", 0, 1)}))]
 )
-def test_the_analysis_holds_the_steps_that_step_trace_gives(reverse, method, iv):
+def test_the_analysis_holds_the_steps_that_step_trace_gives(reverse, method, interventions):
     """The step view takes the analysis's own steps (no second decoding): the same records ``step_trace`` makes,
     tokens, candidates, hidden cells, and probabilities and weights up to float rounding (the analysis encodes with
     the weights kept, step_trace on the fused path); beam search steps through greedily, so it has none."""
     tok, settings = reverse.tokenizer, DecodeSettings(method, beam_size=3, seed=5, top_k=4)
-    a = analyze(reverse.model, tok, " m n o p q", settings, iv)
+    a = analyze(reverse.model, tok, " m n o p q", settings, interventions)
     if method == "beam":
         assert a.steps is None
         return
-    want = step_trace(reverse.model, tok, a.source.ids, settings=settings, iv=iv)
+    want = step_trace(reverse.model, tok, a.source.ids, settings=settings, interventions=interventions)
     assert len(a.steps) == len(want) and [s.chosen for s in a.steps][: len(a.out_ids)] == a.out_ids
     for got, w in zip(a.steps, want, strict=True):
         for name, v in vars(w).items():
@@ -296,7 +298,7 @@ def test_the_analysis_holds_the_steps_that_step_trace_gives(reverse, method, iv)
                 assert g == v, name
 
 
-def decode_time_maps(model, src: list[int], tgt_in: list[int], tgt_out: list[int], iv: Interventions):
+def decode_time_maps(model, src: list[int], tgt_in: list[int], tgt_out: list[int], interventions: Interventions):
     """The oracle, written without the KV cache or ``analyze``: for every step t, one full forward pass
     over the prefix ``tgt_in[: t + 1]`` (what the decoder had when it chose ``tgt_out[t]``), keeping its
     last query row of each decoder map and the probability of ``tgt_out[t]``."""
@@ -304,14 +306,14 @@ def decode_time_maps(model, src: list[int], tgt_in: list[int], tgt_out: list[int
     dec_self, cross, probs = np.zeros((L, H, T, T)), np.zeros((L, H, T, S)), np.zeros(T)
     with torch.no_grad():
         for t in range(T):
-            res = model(torch.tensor([src]), torch.tensor([tgt_in[: t + 1]]), iv, need_weights=True)
+            res = model(torch.tensor([src]), torch.tensor([tgt_in[: t + 1]]), interventions, need_weights=True)
             dec_self[:, :, t, : t + 1] = res.dec_self_attn[:, 0, :, -1].numpy()  # (L, H, t + 1)
             cross[:, :, t] = res.cross_attn[:, 0, :, -1].numpy()  # (L, H, S)
             probs[t] = float(torch.softmax(res.logits[0, -1].float(), -1)[tgt_out[t]])
     return dec_self, cross, probs
 
 
-SHOWN_IVS = [
+SHOWN_INTERVENTIONS = [
     Interventions(),
     Interventions(causal=False),
     Interventions(causal=False, window=2, temperature=0.6),
@@ -324,10 +326,10 @@ SHOWN_IVS = [
 ]
 
 
-@pytest.mark.parametrize("iv", SHOWN_IVS)
+@pytest.mark.parametrize("interventions", SHOWN_INTERVENTIONS)
 @pytest.mark.parametrize("method", ["greedy", "sample", "beam"])
 @pytest.mark.parametrize("budget", [None, 2])
-def test_the_shown_maps_are_the_passes_that_wrote_the_translation(method, iv, budget):
+def test_the_shown_maps_are_the_passes_that_wrote_the_translation(method, interventions, budget):
     """Issue 24: every shown row t is step t's query in step t's pass (no weight on a token not yet
     written) and every shown probability is the one step t gave its token, for each decoding method
     and intervention, the causal mask off included, for finished outputs and outputs cut by the budget
@@ -336,15 +338,17 @@ def test_the_shown_maps_are_the_passes_that_wrote_the_translation(method, iv, bu
     for seed in range(2):
         model = make_model(seed)
         tok = _IdTokenizer()
-        a = analyze(model, tok, str(seed), DecodeSettings(method, beam_size=3, seed=seed, temperature=1.5, max_new=budget), iv)
+        a = analyze(
+            model, tok, str(seed), DecodeSettings(method, beam_size=3, seed=seed, temperature=1.5, max_new=budget), interventions
+        )
         tgt_in, tgt_out = [BOS] + a.out_ids, a.out_ids + [EOS]
-        dec_self, cross, probs = decode_time_maps(model, a.source.ids, tgt_in, tgt_out, iv)
+        dec_self, cross, probs = decode_time_maps(model, a.source.ids, tgt_in, tgt_out, interventions)
         np.testing.assert_allclose(a.maps.dec_self, dec_self, atol=1e-5, err_msg="decoder self-attention")
         np.testing.assert_allclose(a.maps.cross, cross, atol=1e-5, err_msg="cross-attention")
         np.testing.assert_allclose(a.maps.next_probs, probs, atol=1e-5, err_msg="token probabilities")
         assert (np.triu(a.maps.dec_self, k=1) == 0).all(), "weight on a token not yet written"
-        if iv.causal:
-            tf = teacher_forced(model, a.source.ids, tgt_in, tgt_out, iv)
+        if interventions.causal:
+            tf = teacher_forced(model, a.source.ids, tgt_in, tgt_out, interventions)
             np.testing.assert_allclose(a.maps.dec_self, tf.dec_self, atol=1e-5)
             np.testing.assert_allclose(a.maps.next_probs, tf.next_probs, atol=1e-5)
         if budget is not None:
@@ -369,7 +373,7 @@ class _IdTokenizer:
 
 
 @pytest.mark.parametrize(
-    "iv",
+    "interventions",
     [
         Interventions(),
         Interventions(window=2, src_hidden={1}, ablate={("cross", 0, 1), ("enc_self", 1, 0)}),
@@ -377,27 +381,29 @@ class _IdTokenizer:
     ],
 )
 @pytest.mark.parametrize("method", ["greedy", "beam"])
-def test_analysis_records_carry_the_cells_their_interventions_hid(reverse, method, iv):
+def test_analysis_records_carry_the_cells_their_interventions_hid(reverse, method, interventions):
     """Every kind's reasons are ``cell_reasons`` of the interventions used, hidden cells got no weight
     from the model, and the ablated heads are those of that kind; the step trace agrees row by row."""
     model, tok = reverse.model, reverse.tokenizer
-    a = analyze(model, tok, " q r s t u", DecodeSettings(method, beam_size=3), iv)
+    a = analyze(model, tok, " q r s t u", DecodeSettings(method, beam_size=3), interventions)
     S, T = len(a.source.ids), len(a.tgt_in_tokens)
     for kind, (n_q, n_k) in {"enc_self": (S, S), "dec_self": (T, T), "cross": (T, S)}.items():
         v = a.view(kind)
-        want = cell_reasons(kind, n_q, n_k, causal=iv.causal, window=iv.window, src_hidden=sorted(iv.src_hidden))
+        want = cell_reasons(
+            kind, n_q, n_k, causal=interventions.causal, window=interventions.window, src_hidden=sorted(interventions.src_hidden)
+        )
         np.testing.assert_array_equal(v.reasons, want, err_msg=kind)
         assert (v.attn[:, :, v.reasons != VISIBLE] == 0).all(), f"{kind}: a cell marked hidden has weight"
-        assert v.ablated == {(l, h) for k, l, h in iv.ablate if k == kind}
+        assert v.ablated == {(l, h) for k, l, h in interventions.ablate if k == kind}
         assert all((v.attn[l, h] == 0).all() for l, h in v.ablated)
     if method == "beam":
         assert isinstance(a.beam, BeamTree) and a.beam.best_path[0] == 0
         assert [a.beam.texts[i] for i in a.beam.best_path[1:]][: len(a.out_ids)] == a.tgt_out_tokens[: len(a.out_ids)]
         return
-    steps = step_trace(model, tok, a.source.ids, iv=iv)
+    steps = step_trace(model, tok, a.source.ids, interventions=interventions)
     n = min(len(steps), T)
     for kind in ("dec_self", "cross"):  # a step never sees later tokens: FUTURE under the mask, else not yet written
-        tv = trace_view(steps[:n], kind, a.source.tokens, causal=iv.causal)
+        tv = trace_view(steps[:n], kind, a.source.tokens, causal=interventions.causal)
         np.testing.assert_array_equal(tv.reasons, a.view(kind).reasons[:n, : tv.reasons.shape[1]], err_msg=kind)
         assert (tv.attn[:, :, tv.reasons != VISIBLE] == 0).all()
 

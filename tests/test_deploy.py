@@ -40,9 +40,9 @@ from browser_support import (
     wait_idle,
 )
 
-from model.records import KIND_NAMES
-from serving import nginx
-from serving.nginx import NGINX_CONF, block
+from deploy import nginx_frontend as nginx
+from deploy.nginx_frontend import NGINX_CONF, block
+from model.facts import KIND_NAMES
 
 DEPLOY = ROOT / "deploy"
 DOCKERFILE = DEPLOY / "Dockerfile"
@@ -184,11 +184,11 @@ def test_dockerfile_serves_streamlit_on_the_port_and_health_path_nginx_uses():
 
 def test_the_proxy_image_serves_the_apps_own_streamlit_frontend():
     """nginx serves /static/ (the frontend's hashed scripts, styles, fonts) from a copy of the app image's own
-    Streamlit with gzip twins, made by ``python -m serving.nginx frontend`` in the Dockerfile; a file it lacks goes on
+    Streamlit with gzip twins, made by ``python -m deploy.nginx_frontend frontend`` in the Dockerfile; a file it lacks goes on
     to the replicas; module scripts come with their MIME type."""
     by_stage = stages(dockerfile_instructions(DOCKERFILE.read_text(encoding="utf-8")))
     assert by_stage["frontend"][0] == ("FROM", "base AS frontend"), "the frontend comes from the app's own packages"
-    assert ("RUN", f"python -m serving.nginx frontend {nginx.FRONTEND_ROOT}") in by_stage["frontend"]
+    assert ("RUN", f"python -m deploy.nginx_frontend frontend {nginx.FRONTEND_ROOT}") in by_stage["frontend"]
     assert by_stage["proxy"][0][1].startswith("nginx:") and by_stage["proxy"][0][1].endswith(" AS proxy")
     assert ("COPY", f"--from=frontend {nginx.FRONTEND_ROOT} {nginx.FRONTEND_ROOT}") in by_stage["proxy"]
     conf = NGINX_CONF.read_text(encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Entity substitution in training (model/data.py, issue 20): a name, place or number that a training pair
+"""Entity substitution in training (training/corpora.py, issue 20): a name, place or number that a training pair
 shares verbatim is replaced by the same random one on both sides; a pair without one is never touched."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.data import (
+from training.corpora import (
     DECIMAL,
     GROUPED,
     MONTHS,
@@ -140,7 +140,7 @@ def test_a_year_becomes_a_year_half_the_time():
 
 def test_faker_pools_hold_names_of_many_locales_and_scripts():
     pytest.importorskip("faker")
-    from model.data import entity_pools
+    from training.corpora import entity_pools
 
     pools = entity_pools(per_locale=40)
     assert len(pools.first_names) > 500 and len(pools.cities) > 300

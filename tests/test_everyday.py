@@ -18,10 +18,10 @@ import re
 import pytest
 import sacrebleu
 
-from model.analysis import DecodeSettings
 from model.checkpoint import PRETRAINED, load_checkpoint
-from model.data import MONTHS, ordinal, shared_dates
-from model.evaluate import translate
+from model.settings import DecodeSettings
+from training.corpora import MONTHS, ordinal, shared_dates
+from training.evaluate import translate
 
 EN_DE = PRETRAINED / "en-de"
 
@@ -206,7 +206,7 @@ BRITISH_FLOOR = 7  # of the 20 that the shipped model translates as their Americ
 
 def test_the_british_probe_differs_from_its_american_twin_only_in_spelling():
     pytest.importorskip("breame")
-    from model.data import british_spelling
+    from training.corpora import british_spelling
 
     assert all(british_spelling(us) == gb != us for gb, us in BRITISH.items())
 
@@ -262,7 +262,7 @@ CLOCK_TYPED_FLOOR = 237
 
 def time_as_typed(time: str, output: str) -> bool:
     """``output`` writes ``time`` ("7:45") with its colon or a German dot ("7.45"), not 12 hours later ("19:45"). Stricter
-    than the German side of ``model.data``'s entity matching, which also takes "9:30" as "halb zehn": the card's probe
+    than the German side of ``training.corpora``'s entity matching, which also takes "9:30" as "halb zehn": the card's probe
     counts a time as kept only as typed."""
     h, mm = time.split(":")
     return re.search(rf"(?<![\d:.]){h}[:.]{mm}(?!\d)", output) is not None
@@ -291,12 +291,12 @@ def test_clock_times_come_through_as_typed_as_often_as_the_shipped_floor():
 # 16d 85; from stage 18 on every stage kept all 120 of that version, whose frames were lost; this one re-creates it
 # from its description.)
 DATE_FRAMES = ("I was born on {}.", "My birthday is on {}.", "The concert is on {}.", "We met on {}.", "School starts on {}.")
-DATES = ((1, 0), (3, 2), (12, 4), (22, 6), (8, 9), (31, 11))  # (day, month from 0, as model.data counts it)
+DATES = ((1, 0), (3, 2), (12, 4), (22, 6), (8, 9), (31, 11))  # (day, month from 0, as training.corpora counts it)
 DATES_FLOOR = 120  # of the 120 the shipped model writes as German does (stage 23: 120; stage 20: 120)
 
 
 def english_dates(day: int, month: int) -> list[str]:
-    """The four forms ``model.data.english_date`` draws from: "May 12", "May 12th", "12 May", "the 12th of May"."""
+    """The four forms ``training.corpora.english_date`` draws from: "May 12", "May 12th", "12 May", "the 12th of May"."""
     name, nth = MONTHS[month], ordinal(day)
     return [f"{name} {day}", f"{name} {nth}", f"{day} {name}", f"the {nth} of {name}"]
 
@@ -317,7 +317,7 @@ def test_the_date_probe_holds_four_forms_of_six_dates_in_five_frames():
 
 
 def test_dates_in_every_english_form_come_out_as_german_writes_them_as_often_as_the_shipped_floor():
-    """Kept: ``model.data.shared_dates`` finds the English date written as a German one ("12. Mai") in the output."""
+    """Kept: ``training.corpora.shared_dates`` finds the English date written as a German one ("12. Mai") in the output."""
     src = [frame.format(en) for frame in DATE_FRAMES for day, month in DATES for en in english_dates(day, month)]
     assert len(src) == 120
     outs = translate(load_checkpoint(EN_DE, "cpu"), src, progress=False)

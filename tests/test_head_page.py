@@ -26,7 +26,7 @@ if not (REVERSE / "config.json").exists():
 from app_charts import chart, decode, ok, page_alone, switch_to  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from model.analysis import analyze  # noqa: E402
+from analysis.analyze import analyze  # noqa: E402
 from model.checkpoint import load_checkpoint  # noqa: E402
 from model.transformer import Interventions  # noqa: E402
 from ui import catalog, keys  # noqa: E402
@@ -97,8 +97,8 @@ def test_hidden_token_and_temperature_show_up_in_the_numbers(rev):
     ok(at)
     w, scaled, scores = weights_and_scores(at)
     assert minus_inf_keys(scores) == [1] and w[1] == 0 and abs(w.sum() - 1) < 1e-5
-    iv = Interventions(src_hidden=frozenset({1}), temperature=2.0)
-    a = analyze(rev.model, rev.tokenizer, SENTENCE, iv=iv)
+    interventions = Interventions(src_hidden=frozenset({1}), temperature=2.0)
+    a = analyze(rev.model, rev.tokenizer, SENTENCE, interventions=interventions)
     np.testing.assert_allclose(w, a.maps.enc_self[0, 0, 3], atol=1e-5)
     assert "hidden" in scores["data"][2]["customdata"][0][1]
     assert "τ = 2" in scores["layout"]["title"]["text"]
@@ -172,15 +172,17 @@ BITES = {  # (kind, control key): whether the control changes this head's weight
 
 @pytest.mark.parametrize(("kind", "control"), list(BITES))
 def test_each_what_if_control_shows_analyze_under_its_interventions(rev, kind, control):
-    """Issue 24: After equals ``analyze(..., iv)``'s row for the same settings, and differs from Before
+    """Issue 24: After equals ``analyze(..., interventions)``'s row for the same settings, and differs from Before
     where the control bites (here: everywhere, the window on cross-attention through the encoder memory it changes)."""
-    (widget, key, value), iv = next((c, iv) for c, iv in HEAD_CONTROLS.items() if c[1] == control)
+    (widget, key, value), interventions = next(
+        (c, interventions) for c, interventions in HEAD_CONTROLS.items() if c[1] == control
+    )
     at = open_page(kind=kind, layer=1, head=1, query=3)
     before, _, _ = weights_and_scores(at)
     getattr(at, widget)(key=key).set_value(list(value) if widget == "multiselect" else value).run()
     ok(at)
     after, _, _ = weights_and_scores(at)
-    want = getattr(analyze(rev.model, rev.tokenizer, SENTENCE, iv=iv).maps, kind)[0, 0, 3]
+    want = getattr(analyze(rev.model, rev.tokenizer, SENTENCE, interventions=interventions).maps, kind)[0, 0, 3]
     np.testing.assert_allclose(after, want[: len(after)], atol=1e-5)
     assert abs(after.sum() - 1) < 1e-5
     changed = before.shape != after.shape or not np.allclose(before, after, atol=1e-5)

@@ -1,4 +1,4 @@
-"""``model.trace.head_trace``: one head's numbers for one query are the model's own, to 1e-5.
+"""``analysis.trace.head_trace``: one head's numbers for one query are the model's own, to 1e-5.
 
 Checked for all three kinds, with and without masks, temperature and ablation, pre-LN and post-LN:
 the weights are the maps ``analyze`` returns; they are the softmax of the unmasked scaled scores,
@@ -21,11 +21,12 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis import DecodeSettings, InputError, analyze
+from analysis.analyze import analyze
+from analysis.trace import HeadTrace, head_trace, head_trace_many
 from model.checkpoint import load_checkpoint
-from model.records import FUTURE, HIDDEN, KINDS, VISIBLE, WINDOW, shift_right
+from model.facts import FUTURE, HIDDEN, KINDS, VISIBLE, WINDOW, InputError, shift_right
+from model.settings import DecodeSettings
 from model.tokenizer import Tokenizer
-from model.trace import HeadTrace, head_trace, head_trace_many
 from model.transformer import Interventions, Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +34,7 @@ REVERSE = ROOT / "pretrained" / "reverse"
 TEXT = " a b c d e"
 TOL = 1e-5
 
-IVS = {
+INTERVENTION_CASES = {
     "none": Interventions(),
     "hidden": Interventions(src_hidden=frozenset({1})),
     "window": Interventions(window=2),
@@ -82,7 +83,7 @@ def model_tensors(
     tok: Tokenizer,
     text: str,
     settings: DecodeSettings,
-    iv: Interventions,
+    interventions: Interventions,
     kind: str,
     layer: int,
     n_tgt: int | None = None,
@@ -90,7 +91,7 @@ def model_tensors(
     """What the model's own modules took and gave in one forward pass over the translation (forward hooks):
     attn ``(args, out)``, own norm and next norm ``[(input, output), ...]`` per call, and the analysis.
     ``n_tgt``: feed only the first n_tgt decoder inputs (the pass of step n_tgt - 1)."""
-    a = analyze(model, tok, text, settings, iv)
+    a = analyze(model, tok, text, settings, interventions)
     tgt_in, _ = shift_right(a.out_ids, bos_id=model.cfg.bos_id, eos_id=model.cfg.eos_id, max_len=model.cfg.max_len)
     tgt_in = tgt_in[:n_tgt]
     mha, own, nxt = modules(model, kind, layer)
@@ -102,7 +103,7 @@ def model_tensors(
     ]
     try:
         with torch.inference_mode():
-            model(torch.tensor([a.source.ids]), torch.tensor([tgt_in]), iv)
+            model(torch.tensor([a.source.ids]), torch.tensor([tgt_in]), interventions)
     finally:
         for h in hooks:
             h.remove()
@@ -113,12 +114,12 @@ def close(a, b, tol: float = TOL) -> None:
     np.testing.assert_allclose(np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32), atol=tol, rtol=0)
 
 
-def check_trace(model: Transformer, tok: Tokenizer, t: HeadTrace, settings: DecodeSettings, iv: Interventions) -> None:
+def check_trace(model: Transformer, tok: Tokenizer, t: HeadTrace, settings: DecodeSettings, interventions: Interventions) -> None:
     """Every property a HeadTrace promises, against the model's own tensors."""
     kind, layer, head, query, Dh = t.kind, t.layer, t.head, t.query, t.d_head
     # the pass that computed the row: without the causal mask a decoder row is its own step's pass, over the prefix
-    T = query + 1 if kind != "enc_self" and not iv.causal else None
-    a, seen = model_tensors(model, tok, TEXT, settings, iv, kind, layer, n_tgt=T)
+    T = query + 1 if kind != "enc_self" and not interventions.causal else None
+    a, seen = model_tensors(model, tok, TEXT, settings, interventions, kind, layer, n_tgt=T)
     n_keys = len(t.k_tokens)
     # shapes and labels
     D = model.cfg.d_model
@@ -131,7 +132,7 @@ def check_trace(model: Transformer, tok: Tokenizer, t: HeadTrace, settings: Deco
     src, tgt = a.source.tokens, a.tgt_in_tokens[:T]
     assert (t.q_tokens, t.k_tokens) == {"enc_self": (src, src), "dec_self": (tgt, tgt), "cross": (tgt, src)}[kind]
     assert t.predicted == (None if kind == "enc_self" else a.tgt_out_tokens[:T])
-    assert t.temperature == iv.temperature and t.norm_first == model.cfg.norm_first
+    assert t.temperature == interventions.temperature and t.norm_first == model.cfg.norm_first
     for arr in (t.x, t.q, t.k, t.v, t.scores, t.scaled, t.weights, t.head_out, t.concat, t.attn_out, t.added, t.normed):
         assert np.isfinite(arr).all()
 
@@ -139,7 +140,7 @@ def check_trace(model: Transformer, tok: Tokenizer, t: HeadTrace, settings: Deco
     mapped = getattr(a.maps, kind)[layer, head, query]  # (K,) or, for a step's own pass, (T,) with 0 after its K keys
     close(mapped[:n_keys], t.weights * (not t.ablated))
     assert (mapped[n_keys:] == 0).all(), "weight on a key the query's pass did not have"
-    assert t.ablated == ((kind, layer, head) in iv.ablate)
+    assert t.ablated == ((kind, layer, head) in interventions.ablate)
     # the mask is the analysis' reason row; masked keys get weight 0 and score -inf
     assert (t.reasons == a.maps.masks[kind].reasons[query, :n_keys]).all()
     assert (t.mask == (t.reasons != VISIBLE)).all()
@@ -147,7 +148,7 @@ def check_trace(model: Transformer, tok: Tokenizer, t: HeadTrace, settings: Deco
     assert np.isneginf(t.masked[t.mask]).all() and (t.masked[~t.mask] == t.scaled[~t.mask]).all()
     # eq. (1), step by step
     close(t.scores, t.k @ t.q, 1e-4)
-    close(t.scaled, t.scores / (math.sqrt(Dh) * iv.temperature))
+    close(t.scaled, t.scores / (math.sqrt(Dh) * interventions.temperature))
     if t.mask.all():
         assert (t.weights == 0).all() and (t.head_out == 0).all()
     else:
@@ -195,50 +196,60 @@ def check_trace(model: Transformer, tok: Tokenizer, t: HeadTrace, settings: Deco
 
 # -- the shipped reverse model ---------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("iv", ["none", "hidden", "window", "tau-2", "ablated"])
-def test_reverse_model_trace_is_the_models_computation(rev, kind, iv):
+@pytest.mark.parametrize("case", ["none", "hidden", "window", "tau-2", "ablated"])
+def test_reverse_model_trace_is_the_models_computation(rev, kind, case):
     settings = DecodeSettings()
-    t = head_trace(rev.model, rev.tokenizer, TEXT, kind=kind, layer=1, head=1, query=2, settings=settings, iv=IVS[iv])
-    check_trace(rev.model, rev.tokenizer, t, settings, IVS[iv])
+    t = head_trace(
+        rev.model,
+        rev.tokenizer,
+        TEXT,
+        kind=kind,
+        layer=1,
+        head=1,
+        query=2,
+        settings=settings,
+        interventions=INTERVENTION_CASES[case],
+    )
+    check_trace(rev.model, rev.tokenizer, t, settings, INTERVENTION_CASES[case])
 
 
 @pytest.mark.parametrize("settings", [DecodeSettings(method="beam", beam_size=3), DecodeSettings(method="sample", seed=1)])
 def test_trace_follows_beam_and_sampled_translations(rev, settings):
     t = head_trace(rev.model, rev.tokenizer, TEXT, kind="cross", layer=0, head=1, query=3, settings=settings)
-    check_trace(rev.model, rev.tokenizer, t, settings, IVS["none"])
+    check_trace(rev.model, rev.tokenizer, t, settings, INTERVENTION_CASES["none"])
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("iv", ["none", "window", "ablated"])
-def test_a_trace_given_the_pages_analysis_is_the_same_trace(rev, kind, iv):
+@pytest.mark.parametrize("case", ["none", "window", "ablated"])
+def test_a_trace_given_the_pages_analysis_is_the_same_trace(rev, kind, case):
     """The pages hand ``head_trace`` the analysis they already have: the same trace, field by field."""
     settings = DecodeSettings(method="beam", beam_size=3)
-    a = analyze(rev.model, rev.tokenizer, TEXT, settings, IVS[iv])
-    kw = dict(kind=kind, layer=1, head=1, query=2, settings=settings, iv=IVS[iv])
+    a = analyze(rev.model, rev.tokenizer, TEXT, settings, INTERVENTION_CASES[case])
+    kw = dict(kind=kind, layer=1, head=1, query=2, settings=settings, interventions=INTERVENTION_CASES[case])
     t, given = head_trace(rev.model, rev.tokenizer, TEXT, **kw), head_trace(rev.model, rev.tokenizer, TEXT, analysis=a, **kw)
     for name, v in vars(t).items():
         w = getattr(given, name)
         assert np.array_equal(v, w) if isinstance(v, np.ndarray) else v == w, name
 
 
-@pytest.mark.parametrize("iv", list(IVS), ids=list(IVS))
-def test_a_batch_of_traces_is_each_ones_own(rev, iv):
+@pytest.mark.parametrize("case", list(INTERVENTION_CASES), ids=list(INTERVENTION_CASES))
+def test_a_batch_of_traces_is_each_ones_own(rev, case):
     """``head_trace_many`` (a class on the page at once, one padded pass) gives each item its own ``head_trace``:
     sentences of different lengths, every kind, several layers, heads and queries, an unfinished translation, and bad
     items refused without spoiling the others."""
-    m, tok, ivs = rev.model, rev.tokenizer, IVS[iv]
+    m, tok, chosen = rev.model, rev.tokenizer, INTERVENTION_CASES[case]
     items, analyses, refused = [], {}, []
     for text in (TEXT, " a b", " e d c b a a b c"):
-        a = analyses[text] = analyze(m, tok, text, DecodeSettings(), ivs)
+        a = analyses[text] = analyze(m, tok, text, DecodeSettings(), chosen)
         for kind, layer, head in (("enc_self", 0, 1), ("dec_self", 1, 0), ("cross", 1, 1), ("cross", 0, 0)):
             n_q = len(a.source.ids) if kind == "enc_self" else len(a.tgt_in_tokens)
             items += [(text, tuple(a.out_ids), a.finished, kind, layer, head, q) for q in sorted({0, n_q // 2, n_q - 1})]
         refused += [len(items), len(items) + 1]
         items += [(text, tuple(a.out_ids), a.finished, "cross", 0, 0, 99), (text, tuple(a.out_ids), a.finished, "cross", 5, 0, 0)]
-    cut = analyze(m, tok, TEXT, DecodeSettings(max_new=2), ivs)  # cut by the token budget: its last row ends in "…"
+    cut = analyze(m, tok, TEXT, DecodeSettings(max_new=2), chosen)  # cut by the token budget: its last row ends in "…"
     items.append((TEXT, tuple(cut.out_ids), cut.finished, "cross", 1, 0, len(cut.tgt_in_tokens) - 1))
     analyses["cut"] = cut
-    got = head_trace_many(m, tok, items, ivs)
+    got = head_trace_many(m, tok, items, chosen)
     assert len(got) == len(items)
     for k, (item, t) in enumerate(zip(items, got, strict=True)):
         if k in refused:
@@ -246,7 +257,7 @@ def test_a_batch_of_traces_is_each_ones_own(rev, iv):
             continue
         text, _, _, kind, layer, head, query = item
         a = analyses["cut" if k == len(items) - 1 else text]
-        one = head_trace(m, tok, text, kind=kind, layer=layer, head=head, query=query, iv=ivs, analysis=a)
+        one = head_trace(m, tok, text, kind=kind, layer=layer, head=head, query=query, interventions=chosen, analysis=a)
         for name, v in vars(one).items():
             w = getattr(t, name)
             if isinstance(v, np.ndarray) and v.dtype.kind == "f":
@@ -268,39 +279,53 @@ def test_reverse_model_reasons_name_the_mask(rev):
     t = head_trace(rev.model, rev.tokenizer, TEXT, kind="dec_self", layer=0, head=0, query=1)
     assert list(t.reasons[:2]) == [VISIBLE, VISIBLE] and (t.reasons[2:] == FUTURE).all()
     assert t.why[0] is None and "causal" in t.why[2]
-    iv = Interventions(src_hidden=frozenset({0}), window=2)
-    t = head_trace(rev.model, rev.tokenizer, TEXT, kind="enc_self", layer=0, head=0, query=3, iv=iv)
+    interventions = Interventions(src_hidden=frozenset({0}), window=2)
+    t = head_trace(rev.model, rev.tokenizer, TEXT, kind="enc_self", layer=0, head=0, query=3, interventions=interventions)
     assert t.reasons[0] == HIDDEN and t.reasons[1] == WINDOW and t.reasons[3] == VISIBLE
-    t = head_trace(rev.model, rev.tokenizer, TEXT, kind="cross", layer=0, head=0, query=0, iv=iv)
+    t = head_trace(rev.model, rev.tokenizer, TEXT, kind="cross", layer=0, head=0, query=0, interventions=interventions)
     assert t.reasons[0] == HIDDEN and (t.reasons[1:] == VISIBLE).all()  # no window in cross-attention
 
 
 # -- random-weight models, pre-LN and post-LN -------------------------------------------------------------
 @pytest.mark.parametrize("norm_first", [True, False], ids=["pre-LN", "post-LN"])
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("iv", list(IVS))
-def test_random_model_trace_is_the_models_computation(tok, norm_first, kind, iv):
+@pytest.mark.parametrize("case", list(INTERVENTION_CASES))
+def test_random_model_trace_is_the_models_computation(tok, norm_first, kind, case):
     model = random_model(norm_first)
     settings = DecodeSettings(max_new=5)
-    a = analyze(model, tok, TEXT, settings, IVS[iv])
+    a = analyze(model, tok, TEXT, settings, INTERVENTION_CASES[case])
     n_q = len(a.source.tokens) if kind == "enc_self" else len(a.tgt_in_tokens)
     for layer, head, query in {(1, 1, n_q - 1), (0, 2, n_q // 2)}:
-        t = head_trace(model, tok, TEXT, kind=kind, layer=layer, head=head, query=query, settings=settings, iv=IVS[iv])
-        check_trace(model, tok, t, settings, IVS[iv])
+        t = head_trace(
+            model,
+            tok,
+            TEXT,
+            kind=kind,
+            layer=layer,
+            head=head,
+            query=query,
+            settings=settings,
+            interventions=INTERVENTION_CASES[case],
+        )
+        check_trace(model, tok, t, settings, INTERVENTION_CASES[case])
 
 
 def test_every_key_masked_gives_zero_weights_not_nan(tok):
     model = random_model(True)
-    iv = IVS["all-masked"]
+    interventions = INTERVENTION_CASES["all-masked"]
     for kind in ("enc_self", "cross"):
-        t = head_trace(model, tok, TEXT, kind=kind, layer=0, head=0, query=0, settings=DecodeSettings(max_new=3), iv=iv)
+        t = head_trace(
+            model, tok, TEXT, kind=kind, layer=0, head=0, query=0, settings=DecodeSettings(max_new=3), interventions=interventions
+        )
         assert t.mask.all() and (t.weights == 0).all() and (t.head_out == 0).all()
         assert np.isneginf(t.masked).all() and np.isfinite(t.scaled).all()
 
 
 def test_temperature_divides_the_scaled_scores(rev):
     t1 = head_trace(rev.model, rev.tokenizer, TEXT, kind="enc_self", layer=0, head=0, query=1)
-    t2 = head_trace(rev.model, rev.tokenizer, TEXT, kind="enc_self", layer=0, head=0, query=1, iv=IVS["tau-2"])
+    t2 = head_trace(
+        rev.model, rev.tokenizer, TEXT, kind="enc_self", layer=0, head=0, query=1, interventions=INTERVENTION_CASES["tau-2"]
+    )
     close(t1.scores, t2.scores)  # layer 0: the same input rows, so the same raw scores
     close(t2.scaled, t1.scaled / 2)
     assert t2.weights.max() < t1.weights.max()  # flatter

@@ -1,18 +1,19 @@
-"""The layering the README promises (issue 22): every value that crosses into ``viz/`` is free of torch, and
-``model/`` has no import circle.
+"""The layering the README promises: packages by job, checked on the import graph, transitively.
 
-- ``viz/`` draws records: importing it, ``model.records`` (the shared facts and records),
-  ``model.settings`` (the decoding settings) or ``model.stats`` (per-head statistics) must import
-  neither torch nor ``model.transformer``.
-- ``ui/`` reaches the model through ``ui/state.py`` alone (the cached model calls): no other module under ``ui/``
-  imports torch or ``model.transformer`` at module level; the pages name ``Interventions`` and ``DecodeSettings``
-  from the torch-free ``model.settings``; and no other module under ``ui/`` keeps a cache of its own
-  (``st.cache_data`` / ``st.cache_resource``).
+- ``model/`` (the Transformer and how it runs) imports nothing else of the project. ``analysis/`` (what the app
+  computes about one input) imports only ``model/``; ``training/`` and ``convert/`` import only ``model/`` (never
+  each other, never ``analysis/``); ``serving/`` imports only ``model/``; ``viz/`` imports only the torch-free
+  ``model.facts``, ``model.settings``, ``analysis.records`` and ``analysis.stats``.
+- The project has no import circle at module level (``if TYPE_CHECKING`` blocks included), and no module defines a
+  module ``__getattr__`` (a lazy import that hides a circle).
+- Torch-free modules (``model.facts``, ``model.settings``, ``analysis.records``, ``analysis.stats``, ``viz``) import
+  neither torch nor the Transformer when imported, checked by importing each in a fresh interpreter.
+- ``ui/`` reaches the model through ``ui/state.py`` alone: no other module under ``ui/`` reaches torch or a
+  torch-backed module of the project, directly or through any chain of imports that does not pass ``ui/state.py``;
+  and no other module under ``ui/`` keeps a cache of its own (``st.cache_data`` / ``st.cache_resource``).
 - A page is a function of the frame: each module of ``ui/pages/`` defines ``page(frame)`` (app.py's ``st.navigation``
   runs it) and draws nothing at import: its top level holds only imports, definitions and assignments.
-- No module of ``model/`` imports, at module level (``if TYPE_CHECKING`` blocks included), a module
-  that imports it back, directly or through others. An import inside a function body runs on call,
-  not on import, and is the one way to reach a module that depends on this one.
+- No package holds more than a quarter of the project's non-test Python lines.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import pytest
 from ui import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
-TORCH_FREE = ["model.records", "model.settings", "model.stats", "viz"] + sorted(
+TORCH_FREE = ["model.facts", "model.settings", "analysis.records", "analysis.stats", "viz"] + sorted(
     f"viz.{p.stem}" for p in (ROOT / "viz").glob("*.py") if p.stem != "__init__"
 )
 
@@ -36,7 +37,7 @@ TORCH_FREE = ["model.records", "model.settings", "model.stats", "viz"] + sorted(
 def test_records_settings_and_viz_import_no_torch(module):
     code = (
         f"import sys, importlib; importlib.import_module({module!r}); "
-        "bad = sorted(m for m in ('torch', 'model.transformer', 'model.analysis', 'streamlit') if m in sys.modules); "
+        "bad = sorted(m for m in ('torch', 'model.transformer', 'analysis.analyze', 'streamlit') if m in sys.modules); "
         "print(','.join(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
@@ -91,23 +92,109 @@ def test_find_cycle_finds_a_circle_and_only_a_circle():
     assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
 
 
-def test_model_has_no_import_circle():
-    graph = {f"model.{p.stem}": module_level_imports(p) for p in (ROOT / "model").glob("*.py") if p.stem != "__init__"}
-    assert "model.decoding" in graph["model.analysis"], "the scan must see module-level imports"
-    assert (cycle := find_cycle(graph)) is None, "import circle: " + " -> ".join(cycle)
+PACKAGES = ["model", "analysis", "training", "convert", "serving", "viz", "ui", "deploy", "bench"]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_paths() -> dict[str, Path]:
+    """Every project module (the packages above and app.py) by its dotted name."""
+    return {module_name(p): p for p in [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")] + [ROOT / "app.py"]}
+
+
+def project_graph() -> dict[str, set[str]]:
+    """Every project module -> the project modules it imports at module level."""
+    paths = project_paths()
+    return {name: {m for m in module_level_imports(path) if m in paths} for name, path in paths.items()}
+
+
+def reach(graph: dict[str, set[str]], start: str, *, stop: frozenset[str] = frozenset()) -> set[str]:
+    """Modules reachable from ``start`` by module-level imports, not going through the modules of ``stop``."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen and nxt not in stop:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_the_graph_sees_imports_and_reach_follows_chains():
+    graph = project_graph()
+    assert "model.decoding" in graph["analysis.analyze"] and "model.facts" in graph["model.transformer"]
+    assert reach({"a": {"b"}, "b": {"c"}, "c": set()}, "a") == {"b", "c"}
+    assert reach({"a": {"b"}, "b": {"c"}, "c": set()}, "a", stop=frozenset({"b"})) == set()
+
+
+def test_the_project_has_no_import_circle():
+    assert (cycle := find_cycle(project_graph())) is None, "import circle: " + " -> ".join(cycle)
+
+
+ALLOWED = {  # package -> the project packages (or modules) it may import
+    "model": ("model",),
+    "analysis": ("analysis", "model"),
+    "training": ("training", "model"),
+    "convert": ("convert", "model"),
+    "serving": ("serving", "model"),
+    "viz": ("viz", "model.facts", "model.settings", "analysis.records", "analysis.stats"),
+}
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_each_package_imports_only_the_packages_below_it(package):
+    graph = project_graph()
+    allowed = ALLOWED[package]
+    bad = {
+        name: sorted(m for m in imports if not any(m == a or m.startswith(a + ".") for a in allowed))
+        for name, imports in graph.items()
+        if name == package or name.startswith(package + ".")
+    }
+    assert {k: v for k, v in bad.items() if v} == {}, f"{package}/ may import only {allowed}"
+
+
+def test_no_module_has_a_module_getattr():
+    found = [
+        module_name(p)
+        for pkg in PACKAGES
+        for p in (ROOT / pkg).rglob("*.py")
+        if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in ast.parse(p.read_text()).body)
+    ]
+    assert found == [], f"module __getattr__ (a lazy import) in {found}"
 
 
 MODEL_GATE = ROOT / "ui" / "state.py"  # the one module of ui/ that holds the cached model calls
 
 
-def test_only_ui_state_imports_torch_or_the_transformer():
+TORCH_BACKED = ("model.transformer", "model.decoding", "model.checkpoint", "model.tokenizer", "model.spm_tokenizer")
+
+
+def torch_backed(graph: dict[str, set[str]]) -> set[str]:
+    """Project modules that import torch at module level (or are the Transformer's own), and every module that
+    reaches one of them by imports."""
+    paths = project_paths()
+    direct = {
+        name
+        for name in graph
+        if name.startswith(TORCH_BACKED) or any(m == "torch" or m.startswith("torch.") for m in module_level_imports(paths[name]))
+    }
+    return {name for name in graph if name in direct or reach(graph, name) & direct}
+
+
+def test_only_ui_state_reaches_torch_even_indirectly():
+    graph = project_graph() | {"ui.state": set()}  # the gate itself may reach the model: start from it no further
+    heavy = torch_backed(graph)
+    assert {"model.transformer", "analysis.analyze", "analysis.attribution"} <= heavy, "the scan must see torch behind imports"
+    assert "model.facts" not in heavy and "analysis.records" not in heavy
     found = {}
-    for path in sorted((ROOT / "ui").rglob("*.py")):
-        bad = {m for m in module_level_imports(path) if m == "torch" or m.startswith(("torch.", "model.transformer"))}
-        if path != MODEL_GATE and bad:
-            found[str(path.relative_to(ROOT))] = sorted(bad)
-    assert "model.settings.Interventions" in module_level_imports(ROOT / "ui" / "pages" / "masks.py"), "the scan must see it"
-    assert found == {}, f"only ui/state.py may import torch or model.transformer: {found}"
+    for name in sorted(graph):
+        if name.startswith("ui") and name != "ui.state":
+            bad = ((reach(graph, name) | {name}) & heavy) - {"ui.state"}
+            if bad:
+                found[name] = sorted(bad)
+    assert found == {}, f"only ui/state.py may reach torch or the Transformer: {found}"
 
 
 def cached_functions(path: Path) -> list[str]:

@@ -1,5 +1,5 @@
 """The "Compare two sentences" and "Lesson" pages (ui/pages/compare.py, ui/pages/lesson.py) run headless
-with ``streamlit.testing.v1.AppTest``, and the computation behind Compare (``model.analysis.align_pieces``,
+with ``streamlit.testing.v1.AppTest``, and the computation behind Compare (``analysis.analyze.align_pieces``,
 ``encoder_distance``).
 
 The figures the pages hand to the browser (read back from the chart protos as JSON) carry the model's
@@ -34,10 +34,11 @@ if not (REVERSE / "config.json").exists():
 from app_charts import chart, decode, ok, page_alone, switch_to, titles  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from model.analysis import align_pieces, analyze, encoder_distance, step_trace, teacher_forced  # noqa: E402
-from model.attribution import explain  # noqa: E402
+from analysis.analyze import align_pieces, analyze, encoder_distance, step_trace, teacher_forced  # noqa: E402
+from analysis.attribution import explain  # noqa: E402
+from analysis.records import ATTENTION, EncoderDistance, head_average  # noqa: E402
 from model.checkpoint import load_checkpoint  # noqa: E402
-from model.records import ATTENTION, EncoderDistance, head_average, shift_right  # noqa: E402
+from model.facts import shift_right  # noqa: E402
 from model.transformer import Interventions  # noqa: E402
 from ui import catalog, keys  # noqa: E402
 from ui.lesson_text import LESSON  # noqa: E402
@@ -272,7 +273,7 @@ def check_step_numbers(at: AppTest, k: int, rev) -> None:
         hidden = at.selectbox(key=keys.LESSON_HIDE).value
         z = decode(fig["data"][0]["z"]).astype(float)
         assert np.isnan(z[:, hidden]).all() and not np.isnan(np.delete(z, hidden, axis=1)).any()
-        after = analyze(rev.model, rev.tokenizer, SENTENCE, iv=Interventions(src_hidden=frozenset({hidden})))
+        after = analyze(rev.model, rev.tokenizer, SENTENCE, interventions=Interventions(src_hidden=frozenset({hidden})))
         texts = [h.proto.body for h in at.get("html") if 'class="translation"' in h.proto.body]
         assert html.unescape(re.sub(r"<[^>]+>", "", texts[1])).strip() == after.translation
 

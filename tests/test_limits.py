@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis import teacher_forced
+from analysis.analyze import teacher_forced
 from model.decoding import greedy_batch
-from model.records import shift_right
+from model.facts import shift_right
 from model.transformer import Transformer, TransformerConfig
 from serving.limits import CallLimit
 

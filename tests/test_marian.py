@@ -2,7 +2,7 @@
 
 Each model is built here, with nothing downloaded: SentencePiece models trained on a few hundred made-up
 sentences, a random ``MarianMTModel`` of d_model 32 (``tests/marian_support.py``), ``save_pretrained`` to a
-temporary folder, then ``model.import_marian``. Against ``MarianMTModel.from_pretrained(folder,
+temporary folder, then ``convert.marian``. Against ``MarianMTModel.from_pretrained(folder,
 attn_implementation="eager")`` (transformers 5.23) the imported model gives
 
 - the same logits (to 1e-4) and every encoder, decoder and cross-attention map (``output_attentions=True``);
@@ -40,10 +40,11 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import MarianTokenizer  # noqa: E402
 from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding  # noqa: E402
 
-from model.analysis import DecodeSettings, analyze  # noqa: E402
+from analysis.analyze import analyze
+from convert.marian import MarianImportError, import_marian, main
 from model.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from model.decoding import beam_search, decode_ids  # noqa: E402
-from model.import_marian import MarianImportError, import_marian, main  # noqa: E402
+from model.settings import DecodeSettings
 from model.spm_tokenizer import SentencePieceTokenizer  # noqa: E402
 from model.transformer import TransformerConfig, sinusoidal_encoding  # noqa: E402
 
@@ -213,7 +214,7 @@ def tokenizers(tokenizer_dir):
 @pytest.mark.parametrize("text", [*ms.SENTENCES, *ms.EN[:5], ">>deu<< The dog.", "  two  spaces ", "naïve café", ""])
 def test_pieces_and_ids_equal_marian_tokenizers(tokenizers, text):
     tok, hf = tokenizers
-    ids = tok.encode(text) + [tok.eos_id]  # as model.analysis.prepare_source feeds the encoder
+    ids = tok.encode(text) + [tok.eos_id]  # as analysis.analyze.prepare_source feeds the encoder
     assert ids == hf(text).input_ids
     assert [p.text for p in tok.pieces(ids)] == hf.convert_ids_to_tokens(ids)
     assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=True)

@@ -1,7 +1,7 @@
 """Every page of the app on an imported OPUS-MT model (issue 21), with ``streamlit.testing.v1.AppTest``.
 
 A tiny Marian model is built offline (``tests/marian_support.py``: SentencePiece trained here, random weights,
-``save_pretrained``), imported with ``model.import_marian`` into a models folder beside links to the shipped
+``save_pretrained``), imported with ``convert.marian`` into a models folder beside links to the shipped
 checkpoints, and the app is pointed at that folder (``ui.state.MODELS_DIR``). The picker lists every checkpoint
 folder; each page renders with no exception; the token tables show SentencePiece pieces and ids; the attention
 mosaics are ``analyze``'s maps and their rows sum to 1; Inside one head shows ``analyze``'s weights. Skips without
@@ -25,8 +25,8 @@ from app_charts import chart, charts, decode, ok, page_alone, switch_to  # noqa:
 from streamlit.testing.v1 import AppTest  # noqa: E402
 from transformers import MarianTokenizer  # noqa: E402
 
-from model.analysis import analyze  # noqa: E402
-from model.import_marian import import_marian  # noqa: E402
+from analysis.analyze import analyze
+from convert.marian import import_marian
 from ui import catalog, state  # noqa: E402
 from viz.tokens import display  # noqa: E402
 

@@ -24,9 +24,9 @@ import sacrebleu
 import torch
 
 from model.checkpoint import PRETRAINED, load_checkpoint
-from model.data import pad_batch
 from model.decoding import greedy_batch
-from model.train import reverse_pairs
+from training.corpora import pad_batch
+from training.train import reverse_pairs
 
 REVERSE = PRETRAINED / "reverse"
 EN_DE = PRETRAINED / "en-de"
@@ -91,7 +91,7 @@ def test_reverse_checkpoint_files(reverse_model):
     assert not (REVERSE / "state").exists(), "training state must not be shipped (delete pretrained/reverse/state)"
     for f in ("train_log.csv", "metrics.json", "README.md"):
         assert (REVERSE / f).is_file(), f
-    assert "python -m model.train --task reverse" in (REVERSE / "README.md").read_text()
+    assert "python -m training.train --task reverse" in (REVERSE / "README.md").read_text()
 
 
 # -- a reverse model trained from scratch in seconds ----------------------------------------------------
@@ -100,7 +100,7 @@ def test_reverse_checkpoint_files(reverse_model):
 @pytest.mark.slow
 def test_training_from_scratch_learns_to_reverse(tmp_path):
     """About 300 steps of a 1+1-layer model (a few CPU seconds): far from done, but clearly learning to reverse."""
-    from model.train import main
+    from training.train import main
 
     main(
         [

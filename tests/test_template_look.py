@@ -19,9 +19,9 @@ import pytest
 from browser_support import CHROMIUM, CHROMIUM_ARGS, skip_reason
 
 import viz
-from model.analysis import analyze, data_flow
-from model.records import rollout
-from model.trace import head_trace
+from analysis.analyze import analyze, data_flow
+from analysis.records import rollout
+from analysis.trace import head_trace
 from viz import _common as vc
 from viz import head as vh
 

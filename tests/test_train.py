@@ -1,4 +1,4 @@
-"""model/train.py and model/data.py: a tiny end-to-end run, resuming, the schedule, batching, Multi30k."""
+"""training/train.py and training/corpora.py: a tiny end-to-end run, resuming, the schedule, batching, Multi30k."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.checkpoint import load_checkpoint
-from model.data import default_data_dir, pad_batch, read_pairs, split_file, token_batches
 from model.tokenizer import Tokenizer
-from model.train import encode_pairs, load_data, load_state, lr_at, main, parse_args, reverse_pairs, save_state
 from model.transformer import Transformer, TransformerConfig
+from training.corpora import default_data_dir, pad_batch, read_pairs, split_file, token_batches
+from training.train import encode_pairs, load_data, load_state, lr_at, main, parse_args, reverse_pairs, save_state
 
 TINY = [
     "--task", "reverse", "--d-model", "32", "--n-heads", "2", "--d-ff", "64", "--n-enc-layers", "1", "--n-dec-layers", "1",
@@ -272,7 +272,7 @@ def test_split_file_names_both_candidates(tmp_path):
 def test_init_from_copies_every_weight_and_the_embedding_rows_by_piece():
     """A later training stage (``--init-from``) with a rebuilt vocabulary: every row of a piece both
     vocabularies hold is the old model's row for that piece; every other weight is copied as it is."""
-    from model.train import copy_weights
+    from training.train import copy_weights
 
     old_tok = Tokenizer.build(["the dog runs", "a cat sleeps"] * 2, min_freq=1)
     new_tok = Tokenizer.build(["Oluwaseun runs", "the dog sleeps", "Tampere"] * 2, min_freq=1)
@@ -298,8 +298,8 @@ def test_piece_names_are_made_of_the_init_checkpoints_word_pieces(tmp_path):
     """``--entity-piece-names`` draws from ``--init-from``'s vocabulary; without one there is none to draw from."""
     from argparse import Namespace
 
-    from model.data import word_pieces
-    from model.train import init_piece_texts
+    from training.corpora import word_pieces
+    from training.train import init_piece_texts
 
     tok = Tokenizer.build(["Ayesha has yes ha ha yes", "the cats sing"] * 3, min_freq=2)
     tok.save(tmp_path / "vocab.json")
@@ -378,7 +378,7 @@ def test_entity_dates_swaps_dates_in_training_and_in_copy_practice(tmp_path, cap
 
 
 def test_negation_corpus_adds_the_negated_pairs_n_times(tmp_path, capsys):
-    """--negation-corpus N: the pairs of ``model.data.nicht_after_object`` N more times an epoch, with entity
+    """--negation-corpus N: the pairs of ``training.corpora.nicht_after_object`` N more times an epoch, with entity
     substitution (the copies' names swapped, "Tom" among them) and without it."""
     train = [
         ("My friend Tom didn't eat the meat.", "Mein Freund Tom aß das Fleisch nicht."),

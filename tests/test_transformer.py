@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
+from model.facts import KINDS
 from model.transformer import (
-    KINDS,
     EncoderResult,
     Interventions,
     LayerCache,
@@ -67,9 +67,9 @@ def batch(seed: int = 1):
     return src, tgt
 
 
-def run(model, src, tgt, iv=Interventions(), need_weights=True):
+def run(model, src, tgt, interventions=Interventions(), need_weights=True):
     with torch.no_grad():
-        return model(src, tgt, iv, need_weights=need_weights)
+        return model(src, tgt, interventions, need_weights=need_weights)
 
 
 def entropy(w: torch.Tensor) -> torch.Tensor:
@@ -98,7 +98,7 @@ def test_attention_rows_sum_to_one_and_ignore_padding(variant):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(
-    "iv",
+    "interventions",
     [
         Interventions(),
         Interventions(temperature=0.5),
@@ -111,11 +111,11 @@ def test_attention_rows_sum_to_one_and_ignore_padding(variant):
     ],
     ids=["none", "tau0.5", "window2", "noncausal", "hide02", "hideall", "ablate3", "noPE"],
 )
-def test_weights_path_equals_fused_sdpa_path(variant, iv):
+def test_weights_path_equals_fused_sdpa_path(variant, interventions):
     model = make_model(**VARIANTS[variant])
     src, tgt = batch()
-    fused = run(model, src, tgt, iv, need_weights=False)
-    explicit = run(model, src, tgt, iv, need_weights=True)
+    fused = run(model, src, tgt, interventions, need_weights=False)
+    explicit = run(model, src, tgt, interventions, need_weights=True)
     assert fused.cross_attn is None and fused.enc_self_attn is None and fused.dec_self_attn is None
     assert torch.isfinite(fused.logits).all()
     torch.testing.assert_close(explicit.logits, fused.logits, atol=1e-5, rtol=0)
@@ -281,15 +281,15 @@ def test_without_pe_the_encoder_is_permutation_equivariant(variant):
 def test_hiding_every_source_token_is_finite_with_zero_cross_attention(need_weights):
     model = make_model()
     src, tgt = batch()
-    iv = Interventions(src_hidden=set(range(src.size(1))))
-    r = run(model, src, tgt, iv, need_weights=need_weights)
+    interventions = Interventions(src_hidden=set(range(src.size(1))))
+    r = run(model, src, tgt, interventions, need_weights=need_weights)
     assert torch.isfinite(r.logits).all()
     if need_weights:
         assert r.cross_attn.abs().max() == 0
         assert r.enc_self_attn.abs().max() == 0
         torch.testing.assert_close(r.dec_self_attn.sum(-1), torch.ones(r.dec_self_attn.shape[:-1]))
     # zero attention output: the memory then has no way into the decoder, so the source cannot matter
-    other = run(model, rand_ids(2, 7, 99), tgt, iv, need_weights=need_weights)
+    other = run(model, rand_ids(2, 7, 99), tgt, interventions, need_weights=need_weights)
     torch.testing.assert_close(other.logits, r.logits, atol=1e-5, rtol=0)
 
 
@@ -413,19 +413,20 @@ def test_logits_at_one_row_per_item_are_those_rows_of_the_full_logits():
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(
-    "iv", [Interventions(), Interventions(window=2, temperature=1.5), Interventions(src_hidden={1}, ablate={("dec_self", 1, 2)})]
+    "interventions",
+    [Interventions(), Interventions(window=2, temperature=1.5), Interventions(src_hidden={1}, ablate={("dec_self", 1, 2)})],
 )
 @pytest.mark.parametrize("chunk", [1, 2])
-def test_kv_cached_decoding_equals_full_recomputation(variant, iv, chunk):
+def test_kv_cached_decoding_equals_full_recomputation(variant, interventions, chunk):
     model = make_model(**VARIANTS[variant])
     src, tgt = batch()
     T = tgt.size(1)
     with torch.no_grad():
-        enc = model.encode(src, iv)
-        full = model.decode(tgt, enc, iv, need_weights=True)
+        enc = model.encode(src, interventions)
+        full = model.decode(tgt, enc, interventions, need_weights=True)
         cache, first_cross_kv = None, None
         for t in range(0, T, chunk):
-            step = model.decode(tgt[:, t : t + chunk], enc, iv, cache=cache, need_weights=True)
+            step = model.decode(tgt[:, t : t + chunk], enc, interventions, cache=cache, need_weights=True)
             cache = step.cache
             n = step.logits.size(1)
             assert step.dec_self_attn.shape[-2:] == (n, t + n)
@@ -649,13 +650,13 @@ def test_a_memory_only_cache_recomputes_the_target_and_reuses_the_memory_kv():
     """What decoding without the causal mask does each step: self-attention from scratch, memory K/V reused."""
     model = make_model()
     src, tgt = batch()
-    iv = Interventions(causal=False)
+    interventions = Interventions(causal=False)
     with torch.no_grad():
-        enc = model.encode(src, iv)
-        memory_only = [LayerCache(None, c.cross_kv) for c in model.decode(tgt[:, :2], enc, iv).cache]
-        full = model.decode(tgt, enc, iv, need_weights=True)
+        enc = model.encode(src, interventions)
+        memory_only = [LayerCache(None, c.cross_kv) for c in model.decode(tgt[:, :2], enc, interventions).cache]
+        full = model.decode(tgt, enc, interventions, need_weights=True)
         blank = EncoderResult(torch.zeros_like(enc.memory), enc.src_allowed)  # the memory itself is not read again
-        again = model.decode(tgt, blank, iv, cache=memory_only, need_weights=True)
+        again = model.decode(tgt, blank, interventions, cache=memory_only, need_weights=True)
     for name in ("logits", "dec_self_attn", "cross_attn"):
         torch.testing.assert_close(getattr(again, name), getattr(full, name), atol=1e-6, rtol=0, msg=name)
     assert all(
@@ -699,7 +700,7 @@ def test_eval_makes_the_inference_layout_and_train_drops_it():
 
 
 def test_a_model_made_under_inference_mode_has_the_inference_layout_too():
-    """``model.evaluate`` loads its checkpoint inside ``torch.inference_mode``: weights without a version counter."""
+    """``training.evaluate`` loads its checkpoint inside ``torch.inference_mode``: weights without a version counter."""
     with torch.inference_mode():
         model = make_model()  # eval() runs on inference tensors
         h = torch.randn(1, 3, model.cfg.d_model)

@@ -1,7 +1,7 @@
 """viz/: figures carry exactly the data they were given, labelled with the right tokens.
 
 Every test builds small random maps (Dirichlet rows, which sum to 1 like softmax rows) or
-hand-made ones whose statistics are known, wraps them in the records of ``model.records`` (the
+hand-made ones whose statistics are known, wraps them in the records of ``analysis.records`` (the
 hidden cells given as reason codes) and reads the numbers back out of the figure.
 """
 
@@ -20,12 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import viz
-from model.records import (
-    FUTURE,
-    HIDDEN,
-    VISIBLE,
-    WINDOW,
+from analysis.records import (
     AttentionView,
     BeamTree,
     EncoderStates,
@@ -33,11 +28,19 @@ from model.records import (
     Stage,
     StepView,
     WordOrder,
-    cell_reasons,
+    head_average,
+    layer_average,
     rollout,
 )
-from model.stats import head_stats
+from analysis.stats import head_stats
+from model.facts import FUTURE, HIDDEN, VISIBLE, WINDOW, cell_reasons
 from viz.attention import attention_heatmap, attention_mosaic, difference_heatmap, mosaic_tile
+from viz.export import attention_csv, figure_html
+from viz.positional import pe_curves, pe_matrix, pe_similarity, wavelength, word_order_figure
+from viz.shapes import shapes_figure, shapes_table
+from viz.stats import rollout_figure
+from viz.steps import beam_tree, candidates_bar, step_attention
+from viz.tokens import display, row_labels
 
 SRC = [" A", " dog", " jumps", " over", " a", " dog", ".", "<eos>"]  # " dog" twice on purpose
 TGT_IN = ["<bos>", " Ein", " Hund", " springt", " über", " einen", " Hund"]
@@ -70,7 +73,7 @@ def gutter_mask(meta: dict, shape: tuple[int, int]) -> np.ndarray:
 
 def shown(tokens: list[str]) -> list[str]:
     """Tokens as plotly shows them: display form, with < > & escaped (``<eos>`` is text, not a tag)."""
-    return [html.escape(t, quote=False) for t in viz.display(tokens)]
+    return [html.escape(t, quote=False) for t in display(tokens)]
 
 
 def z_of(trace) -> np.ndarray:
@@ -111,14 +114,14 @@ def step(candidates, chosen: int, *, forced: bool = False) -> StepView:
 
 # -- tokens ----------------------------------------------------------------------------------------
 def test_display_makes_spaces_and_control_characters_visible():
-    assert viz.display([" dog", "dog", "  x", "a\nb", "\t", "", "<bos>"]) == ["▁dog", "dog", "▁▁x", "a⏎b", "⇥", "∅", "<bos>"]
+    assert display([" dog", "dog", "  x", "a\nb", "\t", "", "<bos>"]) == ["▁dog", "dog", "▁▁x", "a⏎b", "⇥", "∅", "<bos>"]
 
 
 def test_row_labels_are_unique_and_name_the_prediction():
-    assert viz.row_labels([" a", " a"]) == ["0: ▁a", "1: ▁a"]
-    assert viz.row_labels(["<bos>", " Ein"], [" Ein", "<eos>"]) == ["0: <bos> → ▁Ein", "1: ▁Ein → <eos>"]
+    assert row_labels([" a", " a"]) == ["0: ▁a", "1: ▁a"]
+    assert row_labels(["<bos>", " Ein"], [" Ein", "<eos>"]) == ["0: <bos> → ▁Ein", "1: ▁Ein → <eos>"]
     with pytest.raises(ValueError, match="predicted has 1 tokens but q_tokens has 2"):
-        viz.row_labels(["<bos>", " Ein"], [" Ein"])
+        row_labels(["<bos>", " Ein"], [" Ein"])
 
 
 # -- the mosaic ------------------------------------------------------------------------------------
@@ -328,12 +331,12 @@ def test_labels_fit_in_explicit_margins():
     row = dirichlet(4, len(SRC))
     pe = sinusoidal(64, 32)
     figs = {
-        "step_attention": viz.step_attention(row, SRC, title="t", key_title="source token"),
-        "step_attention 1-D": viz.step_attention(row[0], SRC, title="t"),
-        "candidates_bar": viz.candidates_bar(step([(" Hund", 55, 0.6), (" extraordinarily", 12, 0.3)], 55)),
-        "pe_matrix": viz.pe_matrix(pe),
-        "pe_curves": viz.pe_curves(pe, [0, 1, 8]),
-        "pe_similarity": viz.pe_similarity(pe),
+        "step_attention": step_attention(row, SRC, title="t", key_title="source token"),
+        "step_attention 1-D": step_attention(row[0], SRC, title="t"),
+        "candidates_bar": candidates_bar(step([(" Hund", 55, 0.6), (" extraordinarily", 12, 0.3)], 55)),
+        "pe_matrix": pe_matrix(pe),
+        "pe_curves": pe_curves(pe, [0, 1, 8]),
+        "pe_similarity": pe_similarity(pe),
         "attention_mosaic": mosaic(dirichlet(2, 2, len(TGT_IN), len(SRC)), TGT_IN, SRC, kind="cross", predicted=TGT_OUT),
         "attention_heatmap": heatmap(dirichlet(len(TGT_IN), len(SRC)), TGT_IN, SRC, title="t", kind="cross"),
     }
@@ -385,14 +388,14 @@ def test_difference_heatmap_is_after_minus_before_on_a_symmetric_scale():
             ),
             "same kind, queries and keys",
         ),
-        (lambda: viz.step_attention(dirichlet(4, 8), SRC[:5], title="t"), "k_tokens has 5 tokens"),
+        (lambda: step_attention(dirichlet(4, 8), SRC[:5], title="t"), "k_tokens has 5 tokens"),
         (lambda: rollout(dirichlet(2, 2, 3, 4)), "square"),
-        (lambda: viz.pe_curves(np.zeros((10, 8)), [8]), r"dims \[8\] are out of range"),
-        (lambda: viz.word_order_figure({"a_tokens": []}), "word_order_demo"),
-        (lambda: viz.beam_tree(BeamTree([], [], [0], [])), "no nodes"),
-        (lambda: viz.candidates_bar(step([], 1)), "candidates are empty"),
-        (lambda: viz.shapes_table([Stage("x", "not a shape", "")]), "shape must be a tuple of ints"),
-        (lambda: viz.shapes_table([("x", (1, 2), "")]), "must be a model.records.Stage"),
+        (lambda: pe_curves(np.zeros((10, 8)), [8]), r"dims \[8\] are out of range"),
+        (lambda: word_order_figure({"a_tokens": []}), "word_order_demo"),
+        (lambda: beam_tree(BeamTree([], [], [0], [])), "no nodes"),
+        (lambda: candidates_bar(step([], 1)), "candidates are empty"),
+        (lambda: shapes_table([Stage("x", "not a shape", "")]), "shape must be a tuple of ints"),
+        (lambda: shapes_table([("x", (1, 2), "")]), "must be a analysis.records.Stage"),
     ],
 )
 def test_bad_input_raises_a_value_error_that_says_what_to_fix(call, message):
@@ -411,12 +414,12 @@ def test_torch_tensors_are_accepted():
 def test_averages_leave_out_ablated_heads():
     a = dirichlet(2, 4, 5, 5)
     a[1, 3] = 0.0
-    avg = viz.layer_average(a)
+    avg = layer_average(a)
     np.testing.assert_allclose(avg[0], a[0].mean(axis=0), rtol=1e-6)
     np.testing.assert_allclose(avg[1], a[1, :3].mean(axis=0), rtol=1e-6)
     np.testing.assert_allclose(avg.sum(axis=-1), 1.0, rtol=1e-5)
-    np.testing.assert_allclose(viz.head_average(a, 1), avg[1])
-    np.testing.assert_allclose(viz.head_average(a[0]), avg[0])
+    np.testing.assert_allclose(head_average(a, 1), avg[1])
+    np.testing.assert_allclose(head_average(a[0]), avg[0])
 
 
 def _one_head(m: np.ndarray) -> np.ndarray:
@@ -479,7 +482,7 @@ def test_rollout_rows_sum_to_one_and_match_a_hand_computed_example():
 
 def test_rollout_figure_tiles_every_layer():
     roll = rollout(dirichlet(3, 2, 5, 5))
-    fig = viz.rollout_figure(roll, SRC[:5])
+    fig = rollout_figure(roll, SRC[:5])
     z, meta = z_of(fig.data[0]), fig.layout.meta
     for l in range(3):
         x0 = l * (5 + meta["gap"])
@@ -489,15 +492,15 @@ def test_rollout_figure_tiles_every_layer():
 # -- export --------------------------------------------------------------------------------------------
 def test_attention_csv_round_trips_through_pandas():
     w = dirichlet(len(TGT_IN), len(SRC))
-    text = viz.attention_csv(w, TGT_IN, SRC, predicted=TGT_OUT)
+    text = attention_csv(w, TGT_IN, SRC, predicted=TGT_OUT)
     back = pd.read_csv(io.StringIO(text), index_col=0)
     np.testing.assert_array_equal(back.to_numpy().astype(np.float32), w)
-    assert list(back.index) == viz.row_labels(TGT_IN, TGT_OUT)
-    assert list(back.columns) == viz.row_labels(SRC)  # the two " dog" columns stay apart: "1: ▁dog", "5: ▁dog"
+    assert list(back.index) == row_labels(TGT_IN, TGT_OUT)
+    assert list(back.columns) == row_labels(SRC)  # the two " dog" columns stay apart: "1: ▁dog", "5: ▁dog"
 
 
 def test_figure_html_is_a_full_page():
-    page = viz.figure_html(heatmap(dirichlet(2, 2), SRC[:2], SRC[:2], title="t", kind="enc_self"))
+    page = figure_html(heatmap(dirichlet(2, 2), SRC[:2], SRC[:2], title="t", kind="enc_self"))
     assert page.lstrip().lower().startswith("<!doctype html>") and page.rstrip().endswith("</html>")
     assert "cdn.plot.ly" in page and len(page) < 100_000
 
@@ -515,10 +518,10 @@ def test_pe_curves_wavelengths_match_the_formula():
     d = 32
     pe = sinusoidal(50, d)
     dims = [0, 1, 6, 7, 31]
-    fig = viz.pe_curves(pe, dims)
+    fig = pe_curves(pe, dims)
     for tr, dim in zip(fig.data, dims, strict=True):
         lam = 2 * math.pi * 10000 ** (2 * (dim // 2) / d)
-        assert tr.meta["wavelength"] == pytest.approx(lam) and viz.wavelength(dim, d) == pytest.approx(lam)
+        assert tr.meta["wavelength"] == pytest.approx(lam) and wavelength(dim, d) == pytest.approx(lam)
         assert f"{lam:,.1f}" in tr.name
         wave = np.sin if dim % 2 == 0 else np.cos
         np.testing.assert_allclose(tr.y, wave(2 * math.pi * np.arange(50) / lam), atol=1e-5)  # the curve has that period
@@ -526,10 +529,10 @@ def test_pe_curves_wavelengths_match_the_formula():
 
 def test_pe_matrix_and_similarity():
     pe = sinusoidal(20, 16)
-    m = viz.pe_matrix(pe)
+    m = pe_matrix(pe)
     np.testing.assert_array_equal(z_of(m.data[0]), pe)
     assert m.data[0].zmin == -1 and m.data[0].zmax == 1 and "wavelength" in m.data[0].x[0]
-    s = z_of(viz.pe_similarity(pe).data[0])
+    s = z_of(pe_similarity(pe).data[0])
     np.testing.assert_allclose(np.diag(s), 1.0, rtol=1e-5)
     np.testing.assert_allclose(s, s.T, atol=1e-6)
 
@@ -546,37 +549,37 @@ def test_word_order_figure_on_a_demo_dict():
         pe_off=EncoderStates(ea, ea[perm], 0.0),
         pe_on=EncoderStates(ea, eb_on, float(np.abs(eb_on - ea[perm]).max())),
     )
-    fig = viz.word_order_figure(demo)
+    fig = word_order_figure(demo)
     off, on = fig.data
     np.testing.assert_array_equal(off.y, 0)
     np.testing.assert_allclose(on.y, np.linalg.norm(eb_on - ea[perm], axis=1), rtol=1e-6)
     assert list(fig.layout.xaxis.ticktext) == shown(b_tok)
     assert "John loves Mary" in fig.layout.title.text and "Mary loves John" in fig.layout.title.text
     with pytest.raises(ValueError, match="permutation"):
-        viz.word_order_figure(dataclasses.replace(demo, perm=[0, 0, 1, 2]))
+        word_order_figure(dataclasses.replace(demo, perm=[0, 0, 1, 2]))
 
 
 # -- decoding steps --------------------------------------------------------------------------------------
 def test_candidates_bar_highlights_the_chosen_token():
     cands = [(" Hund", 55, 0.6), (" Mann", 12, 0.3), (" dog", 7, 0.1)]
-    fig = viz.candidates_bar(step(cands, 12, forced=True))
+    fig = candidates_bar(step(cands, 12, forced=True))
     bar = fig.data[0]
     np.testing.assert_allclose(bar.x, [0.6, 0.3, 0.1])
     assert [c == bar.marker.color[1] for c in bar.marker.color] == [False, True, False]
     assert "forced" in bar.text[1] and fig.layout.xaxis.range[0] == 0
-    outside = viz.candidates_bar(step(cands, 999))
+    outside = candidates_bar(step(cands, 999))
     assert "not in the top 3" in outside.layout.annotations[0].text
 
 
 def test_step_attention_per_head_and_mean():
     row = dirichlet(4, len(SRC))
-    fig = viz.step_attention(row, SRC, title="t", query=" Hund", layer=0)
+    fig = step_attention(row, SRC, title="t", query=" Hund", layer=0)
     z = z_of(fig.data[0])
     np.testing.assert_array_equal(z[:4], row)
     assert np.isnan(z[4]).all()
     np.testing.assert_allclose(z[5], row.mean(axis=0), rtol=1e-6)
     assert fig.data[0].zmin == 0 and fig.data[0].zmax == 1
-    one = viz.step_attention(row[1], SRC, title="t")
+    one = step_attention(row[1], SRC, title="t")
     np.testing.assert_array_equal(one.data[0].y, row[1])
     assert "▁dog (pos 5)" in one.data[0].hovertext[5]
 
@@ -592,13 +595,13 @@ def test_beam_tree_highlights_the_best_path():
         BeamNode(4, 3, 2, 2, -0.4, finished=True, score=-0.35),
     ]
     texts = ["<bos>", " Ein", " Der", " Hund", "<eos>"]
-    fig = viz.beam_tree(BeamTree(nodes, texts, [0, 1, 3, 4], [(" Ein Hund", -0.35)]))
+    fig = beam_tree(BeamTree(nodes, texts, [0, 1, 3, 4], [(" Ein Hund", -0.35)]))
     best = next(t for t in fig.data if t.name == "best hypothesis")
     assert [v for v in best.x if v is not None] == [0, 1, 1, 2, 2, 3]
     finished = next(t for t in fig.data if t.name == "finished hypotheses")
     assert "hypothesis: Ein Hund" in finished.hovertext[0] and "score" in finished.hovertext[0]
     with pytest.raises(ValueError, match="parent 9"):
-        viz.beam_tree(BeamTree([*nodes, dataclasses.replace(nodes[1], id=5, parent=9)], [*texts, "x"], [0], []))
+        beam_tree(BeamTree([*nodes, dataclasses.replace(nodes[1], id=5, parent=9)], [*texts, "x"], [0], []))
 
 
 # -- shapes ------------------------------------------------------------------------------------------
@@ -608,9 +611,9 @@ def test_shapes_table_and_figure():
         Stage("memory (encoder output)", (1, 7, 256), "B x S x D"),
         Stage("logits", (1, 5, 900), "B x T x V"),
     ]
-    df = viz.shapes_table(shapes)
+    df = shapes_table(shapes)
     assert list(df.columns) == ["stage", "shape", "meaning"] and list(df["shape"]) == ["[1, 7]", "[1, 7, 256]", "[1, 5, 900]"]
-    fig = viz.shapes_figure(shapes)
+    fig = shapes_figure(shapes)
     assert len(fig.layout.shapes) == 3 and len(fig.data[0].hovertext) == 3
 
 
@@ -673,7 +676,7 @@ def test_figures_keep_plotlys_default_look_in_a_template_cut_to_what_they_draw()
     figs = [
         mosaic(a, TGT_IN, TGT_IN, kind="dec_self", predicted=TGT_OUT),
         heatmap(a[1, 2], TGT_IN, TGT_IN, kind="dec_self", predicted=TGT_OUT, layer=1, head=2),
-        viz.candidates_bar(step([(" Hund", 5, 0.7), (" Katze", 6, 0.2)], 5)),
+        candidates_bar(step([(" Hund", 5, 0.7), (" Katze", 6, 0.2)], 5)),
     ]
     for fig in figs:
         assert {t.type for t in fig.data} <= set(vc.TRACE_TYPES)
@@ -687,6 +690,6 @@ def test_candidates_bar_layout_does_not_move_with_a_probabilitys_last_bits(p):
     layouts = []
     for dp in np.linspace(-3e-5, 3e-5, 61):
         q = float(np.float32(min(1.0, p + dp)))
-        fig = viz.candidates_bar(step([("Ein", 5, q), ("Der", 6, (1 - q) / 2)], 5))
+        fig = candidates_bar(step([("Ein", 5, q), ("Der", 6, (1 - q) / 2)], 5))
         layouts.append((fig.layout.margin.to_plotly_json(), fig.layout.height))
     assert all(lay == layouts[0] for lay in layouts)

@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from model.records import FUTURE, HIDDEN, REASONS, VISIBLE, WINDOW
-from model.trace import HeadTrace
+from analysis.trace import HeadTrace
+from model.facts import FUTURE, HIDDEN, REASONS, VISIBLE, WINDOW
 from viz import head as vh
 from viz.tokens import display
 

@@ -14,8 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from model.analysis import DecodeSettings, InputError, analyze
+from analysis.analyze import analyze
 from model.checkpoint import PRETRAINED
+from model.facts import InputError
+from model.settings import DecodeSettings
 from model.transformer import Interventions
 from serving.limits import CallLimit
 from serving.worker import ModelWorker
@@ -39,9 +41,9 @@ def assert_same(a, b) -> None:
 
 def test_worker_results_equal_the_calling_process(worker, loaded):
     here = ModelWorker(CallLimit(2, threads=1), enabled=False)  # every call in this process, 1 torch thread
-    iv = Interventions(temperature=2.0, src_hidden=frozenset({1}))
+    interventions = Interventions(temperature=2.0, src_hidden=frozenset({1}))
     for text in SENTENCES:
-        for args in ((DecodeSettings(),), (DecodeSettings(), iv), (DecodeSettings(method="beam", beam_size=3),)):
+        for args in ((DecodeSettings(),), (DecodeSettings(), interventions), (DecodeSettings(method="beam", beam_size=3),)):
             assert_same(worker.call(loaded, analyze, text, *args), here.call(loaded, analyze, text, *args))
 
 

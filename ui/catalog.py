@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.records import KIND_NAMES
+from model.facts import KIND_NAMES
 from ui import keys
 
 

@@ -1,7 +1,7 @@
 """Attention beside attribution, placed on a page: the output-token and contrast pickers, Integrated Gradients on a
 button with a progress bar, and the method figure. Shared by the /explain page and the lesson's tenth step.
 
-Integrated Gradients take ``model.attribution.IG_STEPS`` forward and backward passes (bench/README.md, 9.: 1.5–3.1 s
+Integrated Gradients take ``analysis.attribution.IG_STEPS`` forward and backward passes (bench/README.md, 9.: 1.5–3.1 s
 for a 15-word sentence on one busy core), so they run when asked, in ``IG_SEGMENTS`` parts, one step of the progress bar
 each; the parts are cached (``state.run_ig_part``), and a token whose gradients this session computed shows them
 again at once. Everything else on the page (attention, norm-weighted, rollout, gradient × input) takes one pass.
@@ -13,8 +13,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from model.attribution import IG_SEGMENTS, IG_STEPS
-from model.records import ATTENTION, GRAD_INPUT, IG, Explanation, IGResult
+from analysis.records import ATTENTION, GRAD_INPUT, IG, IG_SEGMENTS, IG_STEPS, Explanation, IGResult
 from model.settings import Interventions
 from ui import keys, state
 from ui.widgets import md_escape, show
@@ -22,10 +21,10 @@ from viz import explain as ve
 from viz import tokens as vt
 
 
-def output_rows(ctx: state.Ctx, iv: Interventions) -> list[str]:
+def output_rows(ctx: state.Ctx, interventions: Interventions) -> list[str]:
     """Labels ``"i: piece"`` of the output tokens that can be explained: every piece written, and <eos> if it was
     (a translation cut by the token budget ends in a piece that was never kept)."""
-    a = ctx.under(iv)
+    a = ctx.under(interventions)
     rows = vt.col_labels(a.tgt_out_tokens)
     return rows if a.finished else rows[:-1] or rows
 
@@ -68,10 +67,12 @@ def pick_contrast(e: Explanation) -> int | None:
     )
 
 
-def integrated_gradients(ctx: state.Ctx, iv: Interventions, position: int, contrast: int | None, *, key: str) -> IGResult | None:
+def integrated_gradients(
+    ctx: state.Ctx, interventions: Interventions, position: int, contrast: int | None, *, key: str
+) -> IGResult | None:
     """Integrated Gradients of the explained token, computed on the button ``key`` (or at once when this session has
     computed them for this token before), with a progress bar; None until asked."""
-    sig = (ctx.path, ctx.text, ctx.settings, iv, position, contrast)
+    sig = (ctx.path, ctx.text, ctx.settings, interventions, position, contrast)
     done = st.session_state.setdefault(keys.IG_DONE, set())
     if sig not in done and not st.button(
         f"Compute Integrated Gradients ({IG_STEPS} steps)",
@@ -85,17 +86,17 @@ def integrated_gradients(ctx: state.Ctx, iv: Interventions, position: int, contr
     bar = st.progress(0.0, text="Integrated Gradients…")
     parts = []
     for k in range(IG_SEGMENTS):
-        parts.append(state.run_ig_part(ctx.path, ctx.text, ctx.settings, iv, position, contrast, k))
+        parts.append(state.run_ig_part(ctx.path, ctx.text, ctx.settings, interventions, position, contrast, k))
         bar.progress((k + 1) / IG_SEGMENTS, text=f"Integrated Gradients: {(k + 1) * IG_STEPS // IG_SEGMENTS} of {IG_STEPS} steps")
     bar.empty()
     done.add(sig)
     return IGResult.total(parts)
 
 
-def explanation(ctx: state.Ctx, iv: Interventions, position: int, contrast: int | None, *, ig_key: str) -> Explanation:
-    """The explanation of output token ``position`` under ``iv``, with Integrated Gradients once they are asked for."""
-    e = state.run_explanation(ctx.path, ctx.text, ctx.settings, iv, position, contrast)
-    ig = integrated_gradients(ctx, iv, position, contrast, key=ig_key)
+def explanation(ctx: state.Ctx, interventions: Interventions, position: int, contrast: int | None, *, ig_key: str) -> Explanation:
+    """The explanation of output token ``position`` under ``interventions``, with Integrated Gradients once they are asked for."""
+    e = state.run_explanation(ctx.path, ctx.text, ctx.settings, interventions, position, contrast)
+    ig = integrated_gradients(ctx, interventions, position, contrast, key=ig_key)
     return e if ig is None else replace(e, ig=ig)
 
 

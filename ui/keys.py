@@ -70,7 +70,9 @@ WINDOW = "window"
 ATTN_TEMP = "attn_temp"
 MASK_KIND = "mask_kind"
 MASK_MOSAIC_ON = "mask_mosaic_on"
-MASK_IV = "_mask_iv"  # the Mask lab's interventions, kept when its widgets are gone: pages that follow them read it
+MASK_INTERVENTIONS = (
+    "_mask_interventions"  # the Mask lab's interventions, kept when its widgets are gone: pages that follow them read it
+)
 
 
 def ablate(kind: str) -> str:

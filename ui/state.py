@@ -19,12 +19,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.analysis import (
+from analysis.analyze import (
     STEP_CANDIDATES,
-    Analysis,
-    DecodeSettings,
-    InputError,
-    Maps,
     analyze,
     analyze_many,
     decode_time_maps,
@@ -33,12 +29,13 @@ from model.analysis import (
     step_trace,
     word_order_demo,
 )
-from model.attribution import explain_item, explain_many, ig_part, layer_lens, norm_weighted_maps
+from analysis.attribution import explain_item, explain_many, ig_part, layer_lens, norm_weighted_maps
+from analysis.records import Analysis, EncoderDistance, Explanation, HeadTrace, IGPart, LayerLens, Maps, WordOrder, rollout
+from analysis.stats import head_stats
+from analysis.trace import head_trace_item, head_trace_many
 from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
-from model.records import KINDS, EncoderDistance, Explanation, HeadTrace, IGPart, LayerLens, WordOrder, rollout, shift_right
-from model.settings import NO_INTERVENTIONS, Interventions
-from model.stats import head_stats
-from model.trace import head_trace_item, head_trace_many
+from model.facts import KINDS, InputError, shift_right
+from model.settings import NO_INTERVENTIONS, DecodeSettings, Interventions
 from serving import heap
 from serving.limits import CallLimit
 from serving.worker import ModelWorker
@@ -59,9 +56,9 @@ MODEL_WORKER = ModelWorker(
 )
 
 
-def _interventions_hash(iv: Interventions) -> str:
+def _interventions_hash(interventions: Interventions) -> str:
     """Equal interventions hash alike: the sets are sorted (a frozenset's order can differ between equal sets)."""
-    return repr({name: sorted(v) if isinstance(v, frozenset) else v for name, v in vars(iv).items()})
+    return repr({name: sorted(v) if isinstance(v, frozenset) else v for name, v in vars(interventions).items()})
 
 
 # Streamlit hashes a dataclass argument field by field through its generic hasher, ~0.3 ms per DecodeSettings; a
@@ -113,7 +110,7 @@ CORPUS_NAMES = {"tatoeba": "Tatoeba", "multi30k": "Multi30k", "bcontrast": "BCon
 
 def test_bleu_line(info: dict) -> str | None:
     """Greedy test BLEU per corpus from metrics.json's ``evaluation`` ("corpus/split" keys, as
-    ``model.evaluate --all`` writes them), e.g. "test BLEU (greedy): Tatoeba 21.4 · Multi30k 34.6";
+    ``training.evaluate --all`` writes them), e.g. "test BLEU (greedy): Tatoeba 21.4 · Multi30k 34.6";
     else the greedy dev BLEU of training; None if neither is there."""
     evaluation = info.get("evaluation") if isinstance(info.get("evaluation"), dict) else {}
     scores = {}
@@ -174,16 +171,16 @@ def task_of(path: str) -> str:
 # 512 entries (~25 MB pickled): a class of 120 computes its analyses ahead of the page gate (``analyse_ahead``),
 # and each must still be cached when its page reads it (with 32 entries, 71 of a batch of 120 were evicted first)
 @st.cache_data(show_spinner="Translating…", max_entries=512, hash_funcs=HASH_FUNCS)
-def run_analysis(path: str, text: str, settings: DecodeSettings, iv: Interventions) -> Analysis:
-    """``model.analysis.analyze`` of one input under ``settings`` and ``iv``; in the model worker, batched with the
+def run_analysis(path: str, text: str, settings: DecodeSettings, interventions: Interventions) -> Analysis:
+    """``analysis.analyze.analyze`` of one input under ``settings`` and ``interventions``; in the model worker, batched with the
     analyses other sessions ask for meanwhile (``analyze_many``: a class arriving at once)."""
     m = load_model(path)
-    return MODEL_WORKER.call_many(m, analyze_many, analyze, text, settings, iv)
+    return MODEL_WORKER.call_many(m, analyze_many, analyze, text, settings, interventions)
 
 
 @st.cache_data(show_spinner="Decoding step by step…", max_entries=64, hash_funcs=HASH_FUNCS)
 def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int, ...]) -> list:
-    """``model.analysis.step_trace`` of one input with a forced output prefix (compact ids); with none, the analysis's
+    """``analysis.analyze.step_trace`` of one input with a forced output prefix (compact ids); with none, the analysis's
     own steps (``Analysis.steps``, the same records: greedy and sampling decode once)."""
     a = run_analysis(path, text, settings, NO_INTERVENTIONS)
     if not forced and a.steps is not None:
@@ -200,8 +197,10 @@ def run_reference(path: str, text: str, settings: DecodeSettings, reference: str
 
 
 @st.cache_data(show_spinner=False, max_entries=32, hash_funcs=HASH_FUNCS)
-def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Interventions, output_of: str | None) -> Maps:
-    """Maps of ``text`` under ``iv`` with the decoder fed the unchanged model's output for ``output_of`` (None:
+def run_forced_original(
+    path: str, text: str, settings: DecodeSettings, interventions: Interventions, output_of: str | None
+) -> Maps:
+    """Maps of ``text`` under ``interventions`` with the decoder fed the unchanged model's output for ``output_of`` (None:
     ``text`` itself), teacher-forced: the decoder rows line up with that output's own maps. Row t is step t's
     own pass (``decode_time_maps``), so without the causal mask it still sees no token after t."""
     m = load_model(path)
@@ -209,12 +208,12 @@ def run_forced_original(path: str, text: str, settings: DecodeSettings, iv: Inte
     out = run_analysis(path, text if output_of is None else output_of, settings, NO_INTERVENTIONS).out_ids
     cfg = m.model.cfg
     _, tgt_out = shift_right(out, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
-    return MODEL_WORKER.call(m, decode_time_maps, source.ids, tgt_out, iv, tokenizer=False)
+    return MODEL_WORKER.call(m, decode_time_maps, source.ids, tgt_out, interventions, tokenizer=False)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def run_word_order(path: str, a: str, b: str) -> WordOrder:
-    """``model.analysis.word_order_demo``: encoder states of two orderings, with and without positional encoding."""
+    """``analysis.analyze.word_order_demo``: encoder states of two orderings, with and without positional encoding."""
     m = load_model(path)
     return MODEL_WORKER.call(m, word_order_demo, a, b)
 
@@ -244,62 +243,68 @@ def run_norm_maps(path: str, text: str, settings: DecodeSettings) -> Maps:
 
 @st.cache_data(show_spinner="Explaining the token…", max_entries=64, hash_funcs=HASH_FUNCS)
 def run_explanation(
-    path: str, text: str, settings: DecodeSettings, iv: Interventions, position: int, contrast: int | None
+    path: str, text: str, settings: DecodeSettings, interventions: Interventions, position: int, contrast: int | None
 ) -> Explanation:
-    """``model.attribution.explain`` of output token ``position`` of the translation under ``iv``, without Integrated
+    """``analysis.attribution.explain`` of output token ``position`` of the translation under ``interventions``, without Integrated
     Gradients (``run_ig_part`` computes them in parts); batched with the explanations other sessions ask for meanwhile
     (``explain_many``: a class on the page at once). A batch sums in another order than one explanation alone: its
     gradients differ by float32 rounding (at most 2.2e-5 of their largest value over 40 class sentences, the same
     words and ρ on every agreement line of 121; bench/README.md, 8h)."""
     m = load_model(path)
-    a = run_analysis(path, text, settings, iv)
+    a = run_analysis(path, text, settings, interventions)
     item = (tuple(a.source.ids), tuple(a.out_ids), position, contrast)
-    return MODEL_WORKER.call_many(m, explain_many, explain_item, item, iv)
+    return MODEL_WORKER.call_many(m, explain_many, explain_item, item, interventions)
 
 
 @st.cache_data(show_spinner=False, max_entries=512, hash_funcs=HASH_FUNCS)
 def run_ig_part(
-    path: str, text: str, settings: DecodeSettings, iv: Interventions, position: int, contrast: int | None, segment: int
+    path: str,
+    text: str,
+    settings: DecodeSettings,
+    interventions: Interventions,
+    position: int,
+    contrast: int | None,
+    segment: int,
 ) -> IGPart:
-    """Segment ``segment`` of the Integrated Gradients of ``run_explanation``'s token (``model.attribution.ig_part``)."""
+    """Segment ``segment`` of the Integrated Gradients of ``run_explanation``'s token (``analysis.attribution.ig_part``)."""
     m = load_model(path)
-    a = run_analysis(path, text, settings, iv)
+    a = run_analysis(path, text, settings, interventions)
     return MODEL_WORKER.call(
-        m, ig_part, a.source.ids, a.out_ids, position, iv, contrast=contrast, segment=segment, tokenizer=False
+        m, ig_part, a.source.ids, a.out_ids, position, interventions, contrast=contrast, segment=segment, tokenizer=False
     )
 
 
 @st.cache_data(show_spinner="Reading every layer…", max_entries=32, hash_funcs=HASH_FUNCS)
-def run_layer_lens(path: str, text: str, settings: DecodeSettings, iv: Interventions) -> LayerLens:
-    """``model.attribution.layer_lens`` of the translation under ``iv``: logit lens and DecoderLens."""
+def run_layer_lens(path: str, text: str, settings: DecodeSettings, interventions: Interventions) -> LayerLens:
+    """``analysis.attribution.layer_lens`` of the translation under ``interventions``: logit lens and DecoderLens."""
     m = load_model(path)
-    a = run_analysis(path, text, settings, iv)
-    return MODEL_WORKER.call(m, layer_lens, a.source.ids, a.out_ids, iv)
+    a = run_analysis(path, text, settings, interventions)
+    return MODEL_WORKER.call(m, layer_lens, a.source.ids, a.out_ids, interventions)
 
 
 @st.cache_data(show_spinner="Encoding both sentences…", max_entries=16)
 def run_encoder_distance(path: str, a: str, b: str) -> EncoderDistance:
-    """``model.analysis.encoder_distance`` of sentences ``a`` and ``b``."""
+    """``analysis.analyze.encoder_distance`` of sentences ``a`` and ``b``."""
     m = load_model(path)
     return MODEL_WORKER.call(m, encoder_distance, a, b)
 
 
 @st.cache_data(show_spinner="Tracing one head…", max_entries=64, hash_funcs=HASH_FUNCS)
 def run_head_trace(
-    path: str, text: str, settings: DecodeSettings, iv: Interventions, kind: str, layer: int, head: int, query: int
+    path: str, text: str, settings: DecodeSettings, interventions: Interventions, kind: str, layer: int, head: int, query: int
 ) -> HeadTrace:
-    """``model.trace.head_trace`` of one input, kind, layer, head and query (0-based) under ``settings`` and ``iv``; it
+    """``analysis.trace.head_trace`` of one input, kind, layer, head and query (0-based) under ``settings`` and ``interventions``; it
     follows ``run_analysis``'s translation (cached: the page has it already), so the worker does not decode again;
     batched with the traces other sessions ask for meanwhile (``head_trace_many``: a class on the page at once)."""
-    a = run_analysis(path, text, settings, iv)
+    a = run_analysis(path, text, settings, interventions)
     item = (text, tuple(a.out_ids), a.finished, kind, layer, head, query)
-    return MODEL_WORKER.call_many(load_model(path), head_trace_many, head_trace_item, item, iv)
+    return MODEL_WORKER.call_many(load_model(path), head_trace_many, head_trace_item, item, interventions)
 
 
 def mask_interventions() -> Interventions:
     """The Mask lab's interventions (hidden source tokens, causal mask, window, temperature, ablated heads, PE) as it
     last set them for this sentence and model, else none: pages that follow the Mask lab read them."""
-    return st.session_state.get(keys.MASK_IV, NO_INTERVENTIONS)
+    return st.session_state.get(keys.MASK_INTERVENTIONS, NO_INTERVENTIONS)
 
 
 def analysis_json(a: Analysis) -> str:
@@ -345,10 +350,10 @@ class Ctx:
     def cfg(self):
         return self.loaded.model.cfg
 
-    def under(self, iv: Interventions) -> Analysis:
-        """The analysis of this input under ``iv``: ``a`` itself when ``iv`` leaves the model unchanged, else
+    def under(self, interventions: Interventions) -> Analysis:
+        """The analysis of this input under ``interventions``: ``a`` itself when ``interventions`` leaves the model unchanged, else
         ``run_analysis`` (cached)."""
-        return self.a if iv == NO_INTERVENTIONS else run_analysis(self.path, self.text, self.settings, iv)
+        return self.a if interventions == NO_INTERVENTIONS else run_analysis(self.path, self.text, self.settings, interventions)
 
     def steps(self, forced: tuple[int, ...] = ()) -> list:
         """The decoding steps with ``forced`` output ids (``run_steps``); with none, ``a``'s own steps where it has them
@@ -403,7 +408,7 @@ def reset_per_input_state() -> None:
     interventions and the contrast picked on Attention vs attribution (they name positions and pieces of the old input)."""
     st.session_state[keys.STEP] = 1
     st.session_state[keys.PLAYING] = False
-    for key in (keys.FORCED, keys.HIDE, keys.MASK_IV, keys.CONTRAST):
+    for key in (keys.FORCED, keys.HIDE, keys.MASK_INTERVENTIONS, keys.CONTRAST):
         st.session_state.pop(key, None)
 
 

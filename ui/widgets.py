@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from model.records import MapView
+from analysis.records import MapView
 from ui import catalog, keys
 from viz import export as vx
 from viz import tokens as vt

@@ -1,9 +1,9 @@
-"""Plotly figures of attention: records (``model.records``) or arrays and tokens in, ``go.Figure``
+"""Plotly figures of attention: records (``analysis.records``) or arrays and tokens in, ``go.Figure``
 (or a DataFrame / text) out.
 
 No model and no Streamlit here, so every figure can be tested and reused from a notebook. The
 attention figures draw an ``AttentionView`` / ``MapView``, the step and beam figures a
-``StepView`` / ``BeamTree``, the word-order figure a ``WordOrder``: what ``model.analysis``
+``StepView`` / ``BeamTree``, the word-order figure a ``WordOrder``: what ``analysis.analyze``
 computed, including which cells were hidden and why, is drawn and never worked out again.
 Arrays may be numpy or torch (converted with ``np.asarray`` after ``.detach().cpu()``); every
 function checks shapes and raises ``ValueError`` saying how to fix the call.
@@ -18,46 +18,3 @@ Modules:
     shapes      the tensor shapes of one forward pass, as a table and a diagram
     export      CSV of a map, HTML of a figure
 """
-
-from viz.attention import (
-    attention_heatmap,
-    attention_mosaic,
-    difference_heatmap,
-    head_average,
-    layer_average,
-    mosaic_tile,
-)
-from viz.compare import distance_figure
-from viz.export import attention_csv, attention_frame, figure_html
-from viz.positional import pe_curves, pe_matrix, pe_similarity, wavelength, word_order_figure
-from viz.shapes import shapes_figure, shapes_table
-from viz.stats import COLUMN_HELP, rollout_figure
-from viz.steps import beam_tree, candidates_bar, step_attention
-from viz.tokens import display, row_labels
-
-__all__ = [
-    "COLUMN_HELP",
-    "attention_csv",
-    "attention_frame",
-    "attention_heatmap",
-    "attention_mosaic",
-    "beam_tree",
-    "candidates_bar",
-    "difference_heatmap",
-    "display",
-    "distance_figure",
-    "figure_html",
-    "head_average",
-    "layer_average",
-    "mosaic_tile",
-    "pe_curves",
-    "pe_matrix",
-    "pe_similarity",
-    "rollout_figure",
-    "row_labels",
-    "shapes_figure",
-    "shapes_table",
-    "step_attention",
-    "wavelength",
-    "word_order_figure",
-]

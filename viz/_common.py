@@ -2,7 +2,7 @@
 
 Private to ``viz/``: the public functions live in the other modules. Everything here takes numpy
 arrays (or anything ``np.asarray`` accepts, including CPU/GPU torch tensors) and never a model.
-Which cells are hidden, and why, is never worked out here: the records of ``model.records`` carry
+Which cells are hidden, and why, is never worked out here: the records of ``analysis.records`` carry
 it (reason codes ``FUTURE``, ``HIDDEN``, ``WINDOW``, ``ABLATED`` with their hover texts ``REASONS``).
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from model.records import ABLATED, FUTURE, HIDDEN, KINDS, REASON_NAMES, UNWRITTEN, VISIBLE, WINDOW
+from model.facts import ABLATED, FUTURE, HIDDEN, KINDS, REASON_NAMES, UNWRITTEN, VISIBLE, WINDOW
 
 # -- colours: one scale for every attention map, so a colour means the same weight everywhere ---------
 ATTENTION_COLORSCALE = [  # white (0) -> deep blue (1), ColorBrewer "Blues"
@@ -304,7 +304,7 @@ def as_array(x, name: str, ndim: int | Sequence[int] | None = None) -> np.ndarra
             raise ValueError(f"{name} must be {want}, got shape {arr.shape} ({arr.ndim}-D)")
     if arr.size and not np.isfinite(arr).all():
         bad = int((~np.isfinite(arr)).sum())
-        raise ValueError(f"{name} holds {bad} NaN/inf value(s); pass finite weights (model.analysis replaces NaN by 0)")
+        raise ValueError(f"{name} holds {bad} NaN/inf value(s); pass finite weights (analysis.analyze replaces NaN by 0)")
     return arr
 
 
@@ -372,12 +372,12 @@ def check_reasons(reasons, n_q: int, n_k: int) -> np.ndarray:
     if r.shape != (n_q, n_k):
         raise ValueError(
             f"reasons has shape {r.shape} but the map is ({n_q}, {n_k}) (queries x keys): build the view with "
-            "model.records (Analysis.view, attention_view, trace_view)"
+            "analysis.records (Analysis.view, attention_view, trace_view)"
         )
     bad = set(np.unique(r).tolist()) - {VISIBLE, *REASON_NAMES}
     if bad:
         raise ValueError(
-            f"reasons holds unknown codes {sorted(bad)}; use model.records' VISIBLE, FUTURE, HIDDEN, WINDOW, ABLATED, UNWRITTEN"
+            f"reasons holds unknown codes {sorted(bad)}; use analysis.records' VISIBLE, FUTURE, HIDDEN, WINDOW, ABLATED, UNWRITTEN"
         )
     return r.astype(np.int8, copy=False)
 

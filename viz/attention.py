@@ -1,9 +1,9 @@
 """Attention maps: every (layer, head) as one tiled heatmap, one head zoomed, and before/after differences.
 
-The figures draw the records of ``model.records``: ``attention_mosaic`` an ``AttentionView``
+The figures draw the records of ``analysis.records``: ``attention_mosaic`` an ``AttentionView``
 (``Analysis.view(kind)``), ``attention_heatmap`` a ``MapView`` (``view.map(layer, head)``).
 
-Conventions (shared with ``model.analysis``):
+Conventions (shared with ``analysis.analyze``):
 
 * shapes: enc_self ``(L, H, S, S)``, dec_self ``(L, H, T, T)``, cross ``(L, H, T, S)``; a single
   map is ``(Q, K)``: rows are queries, columns keys, row 0 on top.
@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from model.records import ABLATED, KIND_NAMES, REASON_NAMES, REASONS, VISIBLE, AttentionView, MapView
-from model.records import head_average as head_average
-from model.records import layer_average as layer_average
+from analysis.records import AttentionView, MapView
+from model.facts import ABLATED, KIND_NAMES, REASON_NAMES, REASONS, VISIBLE
 from viz._common import (
     ATTENTION_COLORSCALE,
     COLORBAR,
@@ -102,7 +101,7 @@ def _labels(kind: str, q_tokens, k_tokens, predicted, n_q: int, n_k: int) -> _La
 def _mask_trace(sel: np.ndarray, reason: int, x, y, hovertemplate: str | None, customdata=None) -> dict:
     """A flat grey heatmap over the cells in ``sel`` (NaN elsewhere): masked cells are not weight 0.
 
-    ``reason`` is a reason code of ``model.records``. A trace dict (``type="heatmap"``) for
+    ``reason`` is a reason code of ``analysis.records``. A trace dict (``type="heatmap"``) for
     ``viz._common.figure``."""
     z = np.where(sel, np.float32(1), np.float32(np.nan)).astype(np.float32)
     color = MASK_COLORS[reason]

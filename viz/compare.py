@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from model.records import EncoderDistance
+from analysis.records import EncoderDistance
 from viz._common import HIGHLIGHT, MARGIN_MIN, as_array, axis, axis_margin, base_layout, esc, figure, short
 from viz.tokens import display
 

@@ -1,5 +1,5 @@
 """Attention beside attribution for one output token, and a lens on every layer: figures of the records that
-``model.attribution`` computes (``Explanation``, ``LayerLens``). Nothing here recomputes a score.
+``analysis.attribution`` computes (``Explanation``, ``LayerLens``). Nothing here recomputes a score.
 
     methods_figure     one row per method (attention, norm-weighted, rollout, Integrated Gradients, gradient ×
                        input) over the source tokens, each row scaled to its largest |value|: where they agree
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from model.records import ATTENTION, GRAD_INPUT, IG, METHODS, NORM, ROLLOUT, Explanation, LayerLens
+from analysis.records import ATTENTION, GRAD_INPUT, IG, METHODS, NORM, ROLLOUT, Explanation, LayerLens
 from viz._common import (
     ATTENTION_COLORSCALE,
     COLORBAR,
@@ -41,7 +41,7 @@ from viz._common import (
 )
 from viz.tokens import display
 
-HIDDEN_GREY = MASK_COLORS[2]  # model.records.HIDDEN's grey, as on every attention map
+HIDDEN_GREY = MASK_COLORS[2]  # analysis.records.HIDDEN's grey, as on every attention map
 UNITS = {
     ATTENTION: "weight (0–1)",
     NORM: "‖α f(x)‖, length of a d_model vector",
@@ -64,7 +64,7 @@ MEANS = {
 def _check(e: Explanation) -> tuple[int, int, int]:
     """(L, H, S) of an ``Explanation``; raises ValueError naming an array of the wrong shape."""
     if not isinstance(e, Explanation):
-        raise ValueError(f"pass an Explanation (model.attribution.explain), got {type(e).__name__}")
+        raise ValueError(f"pass an Explanation (analysis.attribution.explain), got {type(e).__name__}")
     S = len(check_tokens(e.src_tokens, "src_tokens"))
     L, H = np.shape(e.attn)[:2]
     want = {"attn": (L, H, S), "value_norm": (L, H, S), "norm_heads": (L, H, S), "norm_sum": (L, S), "rollout": (L, S)}

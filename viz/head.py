@@ -1,6 +1,6 @@
 """Inside one head: the numbers of one attention head for one query, stage by stage (a ``HeadTrace``).
 
-Each figure draws what ``model.trace.head_trace`` computed and works nothing out again:
+Each figure draws what ``analysis.trace.head_trace`` computed and works nothing out again:
 
     vector_strip      named vectors of one length as rows of a heatmap, dimension index on x
     input_figure      the query's residual-stream row and its LayerNorm x (what W^Q multiplies)
@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from model.records import KIND_NAMES, REASONS, VISIBLE, HeadTrace
+from analysis.records import HeadTrace
+from model.facts import KIND_NAMES, REASONS, VISIBLE
 from viz._common import (
     ATTENTION_COLORSCALE,
     MASK_COLORS,
@@ -49,7 +50,7 @@ ROW_PX = 34  # height of one row of a strip or key heatmap
 def _check(t: HeadTrace) -> HeadTrace:
     """Raise ValueError unless ``t`` is a ``HeadTrace`` whose arrays have consistent shapes."""
     if not isinstance(t, HeadTrace):
-        raise ValueError(f"pass a HeadTrace (model.analysis.head_trace), got {type(t).__name__}")
+        raise ValueError(f"pass a HeadTrace (analysis.trace.head_trace), got {type(t).__name__}")
     check_kind(t.kind)
     n_keys = len(check_tokens(t.k_tokens, "k_tokens"))
     D, Dh = np.shape(t.x)[0], t.d_head
@@ -225,7 +226,7 @@ def scores_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
 
     Two bar traces side by side over the keys: "raw q·k" (``t.scores``) and "scaled" (``t.scaled``,
     NaN on masked keys); a masked key instead gets a marker labelled −∞ in the trace "masked: −∞",
-    whose hover gives the reason (``model.records.REASONS``).
+    whose hover gives the reason (``model.facts.REASONS``).
     """
     _check(t)
     hover, ticks = _keys(t)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from model.records import WordOrder
+from analysis.records import WordOrder
 from viz import _common as vc
 from viz.tokens import display
 
@@ -230,7 +230,7 @@ def pe_similarity(pe, *, cosine: bool = True, title: str | None = None) -> go.Fi
 
 
 def word_order_figure(demo: WordOrder, *, title: str | None = None) -> go.Figure:
-    """Why the model needs positional encoding, from ``model.analysis.word_order_demo``.
+    """Why the model needs positional encoding, from ``analysis.analyze.word_order_demo``.
 
     Sentence B uses the same pieces as sentence A in another order (``b_tokens[i] ==
     a_tokens[perm[i]]``). For each position i of B the bars show ``||enc_B[i] − enc_A[perm[i]]||``
@@ -247,7 +247,7 @@ def word_order_figure(demo: WordOrder, *, title: str | None = None) -> go.Figure
             ``perm`` is not a permutation.
     """
     if not isinstance(demo, WordOrder):
-        raise ValueError(f"demo must be the WordOrder that model.analysis.word_order_demo returns, got {type(demo).__name__}")
+        raise ValueError(f"demo must be the WordOrder that analysis.analyze.word_order_demo returns, got {type(demo).__name__}")
     a_tok = vc.check_tokens(demo.a_tokens, "demo.a_tokens")
     b_tok = vc.check_tokens(demo.b_tokens, "demo.b_tokens", len(a_tok), "demo.a_tokens")
     perm = [int(i) for i in demo.perm]

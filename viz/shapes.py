@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from model.records import Stage
+from analysis.records import Stage
 from viz._common import HIGHLIGHT, base_layout, esc, figure
 
 
@@ -18,7 +18,7 @@ def _check(shapes) -> list[Stage]:
     out = []
     for s in shapes:
         if not isinstance(s, Stage):
-            raise ValueError(f"each stage must be a model.records.Stage, got {s!r}")
+            raise ValueError(f"each stage must be a analysis.records.Stage, got {s!r}")
         try:
             dims = tuple(int(d) for d in s.shape)
         except (TypeError, ValueError):

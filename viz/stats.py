@@ -1,5 +1,5 @@
-"""Drawing the numbers per head and attention rollout; both are computed in ``model/`` (``model.stats.head_stats``,
-``model.records.rollout``): this module explains and draws them."""
+"""Drawing the numbers per head and attention rollout; both are computed in ``model/`` (``analysis.stats.head_stats``,
+``analysis.records.rollout``): this module explains and draws them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Token-by-token decoding: next-token candidates (a ``StepView``), the new query's attention, and the
-beam-search tree (a ``BeamTree``); the records come from ``model.analysis``."""
+beam-search tree (a ``BeamTree``); the records come from ``analysis.analyze``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from model.records import BeamTree, StepView, head_average
+from analysis.records import BeamTree, StepView, head_average
 from viz._common import (
     ATTENTION_COLORSCALE,
     FONT,
@@ -42,7 +42,7 @@ def candidates_bar(step: StepView, *, title: str | None = None) -> go.Figure:
     a note says so.
 
     Args:
-        step: ``StepView`` (``model.analysis.step_trace``); its ``candidates`` are
+        step: ``StepView`` (``analysis.analyze.step_trace``); its ``candidates`` are
             ``(piece text, compact id, probability)``, best first.
 
     Raises:
@@ -50,7 +50,7 @@ def candidates_bar(step: StepView, *, title: str | None = None) -> go.Figure:
     """
     candidates, chosen_id, forced = step.candidates, step.chosen, step.forced
     if not candidates:
-        raise ValueError("the step's candidates are empty: pass a StepView of model.analysis.step_trace (k >= 1)")
+        raise ValueError("the step's candidates are empty: pass a StepView of analysis.analyze.step_trace (k >= 1)")
     rows = []
     for c in candidates:
         if len(c) != 3 or not isinstance(c[0], str):

@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import streamlit as st
 
-from model.records import KIND_NAMES, attention_view
+from analysis.records import attention_view
+from model.facts import KIND_NAMES
 from ui import keys, state
 from ui.widgets import MapCsv, clicked_cell, head_label, md_escape, n_layers_of, pick_layer_head, show, url_radio
 from viz import attention as va

@@ -3,7 +3,7 @@
 Both translations with the output pieces that differ marked; one attention kind, layer and head for
 each, and their difference where the two maps have the same shape (or, when only the translations differ in
 length, with B's decoder fed A's translation); the per-token distance between the
-two inputs' encoder outputs (``model.analysis.encoder_distance``). The URL keeps the pair as a preset
+two inputs' encoder outputs (``analysis.analyze.encoder_distance``). The URL keeps the pair as a preset
 key (``?pair=tired-wide``) or as the two texts (``?a=…&b=…``), with kind, layer and head as elsewhere.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.analysis import InputError
-from model.records import KIND_NAMES, Analysis, attention_view
+from analysis.records import Analysis, attention_view
+from model.facts import KIND_NAMES, InputError
 from model.settings import DecodeSettings
 from ui import catalog, keys, state
 from ui.widgets import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.records import METHODS
+from analysis.records import METHODS
 from model.settings import Interventions
 from ui import explaining, keys, state
 from ui.widgets import download, md_escape, n_layers_of, pick_layer_head, show, table_height, text_box
@@ -25,20 +25,24 @@ INTRO = (
 )
 
 
-def interventions_note(iv: Interventions, src_tokens: list[str]) -> None:
+def interventions_note(interventions: Interventions, src_tokens: list[str]) -> None:
     """Which of the Mask lab's interventions this page follows."""
-    if iv == state.NO_INTERVENTIONS:
+    if interventions == state.NO_INTERVENTIONS:
         st.caption(
             "No interventions: set them in the Mask lab (hidden source tokens, switched-off heads, …) and this page follows."
         )
         return
     src = vt.display(src_tokens)
-    said = [f"hidden source tokens {', '.join(src[i] for i in sorted(iv.src_hidden) if i < len(src))}"] if iv.src_hidden else []
-    said += ["causal mask off"] if not iv.causal else []
-    said += [f"window {iv.window}"] if iv.window else []
-    said += [f"temperature τ = {iv.temperature:g}"] if iv.temperature != 1 else []
-    said += ["positional encoding off"] if not iv.use_pos_encoding else []
-    said += [f"{len(iv.ablate)} heads switched off"] if iv.ablate else []
+    said = (
+        [f"hidden source tokens {', '.join(src[i] for i in sorted(interventions.src_hidden) if i < len(src))}"]
+        if interventions.src_hidden
+        else []
+    )
+    said += ["causal mask off"] if not interventions.causal else []
+    said += [f"window {interventions.window}"] if interventions.window else []
+    said += [f"temperature τ = {interventions.temperature:g}"] if interventions.temperature != 1 else []
+    said += ["positional encoding off"] if not interventions.use_pos_encoding else []
+    said += [f"{len(interventions.ablate)} heads switched off"] if interventions.ablate else []
     st.info(
         "Following the Mask lab's interventions: " + md_escape("; ".join(said)) + ". The translation and every score below "
         "are computed with them."
@@ -48,18 +52,18 @@ def interventions_note(iv: Interventions, src_tokens: list[str]) -> None:
 def render(ctx: state.Ctx) -> None:
     st.markdown(INTRO)
     st.markdown("\n".join(f"- **{m}**: {ve.MEANS[m]}." for m in METHODS))
-    iv = state.mask_interventions()
-    interventions_note(iv, ctx.a.source.tokens)
-    a = ctx.under(iv)
+    interventions = state.mask_interventions()
+    interventions_note(interventions, ctx.a.source.tokens)
+    a = ctx.under(interventions)
     text_box(a.translation)
     c1, c2 = st.columns([3, 2])
     with c1:
-        position = explaining.pick_token(explaining.output_rows(ctx, iv), key=keys.TOKEN, param=keys.TOKEN)
+        position = explaining.pick_token(explaining.output_rows(ctx, interventions), key=keys.TOKEN, param=keys.TOKEN)
     with c2:
-        first = state.run_explanation(ctx.path, ctx.text, ctx.settings, iv, position, None)
+        first = state.run_explanation(ctx.path, ctx.text, ctx.settings, interventions, position, None)
         contrast = explaining.pick_contrast(first)
     layer, head = pick_layer_head(n_layers_of(ctx.cfg, "cross"), ctx.cfg.n_heads)
-    e = explaining.explanation(ctx, iv, position, contrast, ig_key=keys.IG_RUN)
+    e = explaining.explanation(ctx, interventions, position, contrast, ig_key=keys.IG_RUN)
 
     explaining.methods(e, layer, head, "explain_methods")
     df = ve.scores_table(e, layer, head)
@@ -94,7 +98,7 @@ def render(ctx: state.Ctx) -> None:
     # off by default: one greedy translation per encoder layer (bench/README.md, 9.: ~0.8 s for 15 words on one core)
     if not st.toggle("Show the layer lens", key=keys.LENS_ON, help="One greedy translation per encoder layer: a moment."):
         return
-    lens = state.run_layer_lens(ctx.path, ctx.text, ctx.settings, iv)
+    lens = state.run_layer_lens(ctx.path, ctx.text, ctx.settings, interventions)
     show(ve.logit_lens_figure(lens), "explain_logit_lens")
     table = ve.decoder_lens_table(lens)
     st.dataframe(table, hide_index=True, height=table_height(table))

@@ -4,7 +4,7 @@ Pick a kind, layer, head and query; the page walks through eq. (1) of the paper,
 stage by stage: the query's input row x, q = x W^Q, the keys K and values V, the scores q·k_j, the
 scaling by √d_head (and τ), the mask (−∞, and why), the softmax weights, their weighted sum of the
 values, and then the heads concatenated, projected by W^O, added to the residual stream and
-LayerNorm'd (sections 3.2.2 and 3.1). Every number comes from ``model.trace.head_trace``: one traced
+LayerNorm'd (sections 3.2.2 and 3.1). Every number comes from ``analysis.trace.head_trace``: one traced
 forward pass of the same model over the same translation the other pages show.
 """
 
@@ -14,7 +14,7 @@ import math
 
 import streamlit as st
 
-from model.records import KIND_NAMES
+from model.facts import KIND_NAMES
 from model.settings import Interventions
 from ui import keys, state
 from ui.widgets import clamped_slider, md_escape, n_layers_of, show, table_height, url_radio
@@ -41,7 +41,7 @@ def what_if(ctx: state.Ctx, kind: str, layer: int, head: int) -> Interventions:
         window = c1.slider("Local window of self-attention (0 = off)", 0, widest, 0, key=keys.TRACE_WINDOW)
         tau = c2.slider("Attention temperature τ", 0.25, 4.0, 1.0, 0.05, key=keys.TRACE_TEMP, help="softmax(QKᵀ / (√d_head · τ))")
         off = c2.toggle("Switch this head off", key=keys.TRACE_OFF, help="Its output is replaced by zeros before W^O.")
-    iv = Interventions(
+    interventions = Interventions(
         src_hidden=frozenset(hide),
         window=window or None,
         temperature=float(tau),
@@ -53,7 +53,7 @@ def what_if(ctx: state.Ctx, kind: str, layer: int, head: int) -> Interventions:
     said += ["this head switched off"] if off else []
     if said:
         st.caption("What if: " + md_escape("; ".join(said)) + ". The translation and every number below are computed with it.")
-    return iv
+    return interventions
 
 
 def pick(ctx: state.Ctx) -> tuple[str, int, int, Interventions, int]:
@@ -70,10 +70,16 @@ def pick(ctx: state.Ctx) -> tuple[str, int, int, Interventions, int]:
     with c2:
         # ?head=N as on every page; the session key differs from the Attention page's head, which can be "mean"
         head = clamped_slider("Head", cfg.n_heads, key=keys.TRACE_HEAD, param=keys.HEAD) - 1
-    iv = what_if(ctx, kind, layer, head)
-    a = ctx.under(iv)  # the translation the trace follows
+    interventions = what_if(ctx, kind, layer, head)
+    a = ctx.under(interventions)  # the translation the trace follows
     rows = vt.row_labels(a.source.tokens) if kind == "enc_self" else vt.row_labels(a.tgt_in_tokens, a.tgt_out_tokens)
-    return kind, layer, head, iv, pick_query(rows, "" if kind == "enc_self" else " (decoder input → the token it predicted)")
+    return (
+        kind,
+        layer,
+        head,
+        interventions,
+        pick_query(rows, "" if kind == "enc_self" else " (decoder input → the token it predicted)"),
+    )
 
 
 def pick_query(rows: list[str], note: str) -> int:
@@ -99,8 +105,8 @@ def pick_query(rows: list[str], note: str) -> int:
 
 
 def render(ctx: state.Ctx) -> None:
-    kind, layer, head, iv, query = pick(ctx)
-    t = state.run_head_trace(ctx.path, ctx.text, ctx.settings, iv, kind, layer, head, query)
+    kind, layer, head, interventions, query = pick(ctx)
+    t = state.run_head_trace(ctx.path, ctx.text, ctx.settings, interventions, kind, layer, head, query)
     D, Dh, H = t.x.shape[0], t.d_head, t.n_heads
     st.markdown(f"**{vh.where(t)}**, {md_escape(vh.query_name(t))}. {KIND_WHERE[kind]}")
 

@@ -16,7 +16,7 @@ from functools import partial
 import plotly.graph_objects as go
 import streamlit as st
 
-from model.records import KIND_NAMES
+from model.facts import KIND_NAMES
 from model.settings import DecodeSettings, Interventions
 from ui import explaining, keys, state
 from ui.lesson_text import LESSON

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.records import KIND_NAMES, KINDS, Analysis, attention_view
+from analysis.records import Analysis, attention_view
+from model.facts import KIND_NAMES, KINDS
 from model.settings import Interventions
 from ui import keys, state
 from ui.widgets import MapCsv, chips, diff_marks, head_label, n_layers_of, pick_layer_head, show, text_box
@@ -84,16 +85,18 @@ def controls(ctx: state.Ctx) -> Interventions:
 
 def render(ctx: state.Ctx) -> None:
     a = ctx.a
-    iv = controls(ctx)
-    st.session_state[keys.MASK_IV] = iv  # kept for the pages that follow the Mask lab (Attention vs attribution)
-    if len(iv.src_hidden) == len(a.source.tokens):
+    interventions = controls(ctx)
+    st.session_state[keys.MASK_INTERVENTIONS] = (
+        interventions  # kept for the pages that follow the Mask lab (Attention vs attribution)
+    )
+    if len(interventions.src_hidden) == len(a.source.tokens):
         st.warning(
             "Every source token is hidden: queries over the source have nothing to attend to, so their attention rows are all 0."
         )
-    if iv == state.NO_INTERVENTIONS:
+    if interventions == state.NO_INTERVENTIONS:
         st.info("Change a setting above to see its effect. Before and after are the same for now.")
 
-    after = ctx.under(iv)
+    after = ctx.under(interventions)
     before_marks, after_marks = diff_marks(a.tgt_out_tokens, after.tgt_out_tokens)
     b1, b2 = st.columns(2)
     with b1:
@@ -111,11 +114,11 @@ def render(ctx: state.Ctx) -> None:
         "Output unchanged." if same else "Yellow: pieces that changed or are new. Red, struck out: pieces that were dropped."
     )
 
-    mask_maps(ctx, iv, after, same)
+    mask_maps(ctx, interventions, after, same)
 
 
 @st.fragment
-def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) -> None:
+def mask_maps(ctx: state.Ctx, interventions: Interventions, after: Analysis, same: bool) -> None:
     """Before / after maps of one kind, layer and head, and their difference."""
     a = ctx.a
     kind = st.radio("Attention kind", KINDS, format_func=KIND_NAMES.get, key=keys.MASK_KIND, horizontal=True, index=2)
@@ -127,7 +130,7 @@ def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) ->
     c1, c2 = st.columns(2)
     with c1:
         show(va.attention_heatmap(before, title=f"Before: {label}"), "mask_before", csv=MapCsv.of(before))
-    if iv == state.NO_INTERVENTIONS:
+    if interventions == state.NO_INTERVENTIONS:
         # nothing changed yet: After would be Before again and the difference all 0. Two charts fewer for a class
         # that opens the page together (bench/README.md, 8i)
         c2.caption("After a change, the changed model's map appears here and the difference (after − before) below.")
@@ -161,7 +164,7 @@ def mask_maps(ctx: state.Ctx, iv: Interventions, after: Analysis, same: bool) ->
         if same:
             changed, title = after_map, f"After − before: {KIND_NAMES[kind]}, {label}"
         else:
-            tf = state.run_forced_original(ctx.path, ctx.text, ctx.settings, iv, None)
+            tf = state.run_forced_original(ctx.path, ctx.text, ctx.settings, interventions, None)
             forced = attention_view(tf, kind, src=a.source.tokens, tgt_in=a.tgt_in_tokens, tgt_out=a.tgt_out_tokens)
             changed = forced.map(layer, head)  # the original output's rows, under the changed model
             title = f"Changed model on the original output − before: {label}"

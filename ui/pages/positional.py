@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.analysis import InputError
+from model.facts import InputError
 from ui import catalog, keys, state
 from ui.widgets import show
 from viz import positional as vp

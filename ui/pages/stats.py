@@ -7,7 +7,7 @@ from functools import partial
 
 import streamlit as st
 
-from model.records import KIND_NAMES
+from model.facts import KIND_NAMES
 from ui import state
 from ui.widgets import download, show
 from viz import stats as vst

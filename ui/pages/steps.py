@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.analysis import InputError
-from model.records import attention_view, trace_view
+from analysis.records import attention_view, trace_view
+from model.facts import InputError
 from ui import keys, state
 from ui.widgets import (
     PROBABILITY,

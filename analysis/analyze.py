@@ -1,4 +1,4 @@
-"""Everything the app shows about one input, as the plain records of ``model.records``.
+"""Everything the app shows about one input, as the plain records of ``analysis.records``.
 
 ``analyze`` translates a sentence and returns every attention map of the translation it made;
 ``step_trace`` records token-by-token decoding; ``teacher_forced`` gives the maps for a given
@@ -6,11 +6,11 @@ reference; ``word_order_demo`` shows why the model needs positional encoding; ``
 compares the encoder outputs of two inputs token by token. Results hold no
 tensors and no model, so they can be cached per input (``st.cache_data``), exported to JSON,
 and drawn by ``viz/`` without a model. Every ``Maps`` carries, per kind, the cells its pass hid
-and why (``model.records.kind_masks`` of the interventions it ran under): figures draw those and
+and why (``analysis.records.kind_masks`` of the interventions it ran under): figures draw those and
 never work a mask out again.
 
 Row/column convention of every decoder map: the decoder is fed ``[<bos>, y_1 .. y_n]`` and
-predicts ``[y_1 .. y_n, <eos>]`` (``model.records.shift_right``); row t is the query at input
+predicts ``[y_1 .. y_n, <eos>]`` (``model.facts.shift_right``); row t is the query at input
 token t, which predicted token t + 1 (``tgt_in_tokens[t]`` -> ``tgt_out_tokens[t]``).
 """
 
@@ -23,13 +23,11 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from model.decoding import Step, beam_search, generate_steps, greedy_steps_batch, max_new_tokens, strip
-from model.records import (
+from analysis.records import (
     Analysis,
     BeamTree,
     EncoderDistance,
     EncoderStates,
-    HeadTrace,
     KindMask,
     Maps,
     Source,
@@ -37,46 +35,14 @@ from model.records import (
     StepView,
     WordOrder,
     kind_masks,
-    shift_right,
 )
+from model.decoding import Step, beam_search, generate_steps, greedy_steps_batch, max_new_tokens, strip
+from model.facts import InputError, shift_right
 from model.settings import DecodeSettings
 from model.tokenizer import Tokenizer
 from model.transformer import NO_INTERVENTIONS, EncoderResult, Interventions, Transformer, TransformerConfig
 
-__all__ = [  # the records are re-exported: ``from model.analysis import Maps`` keeps working
-    "Analysis",
-    "BeamTree",
-    "DecodeSettings",
-    "EncoderDistance",
-    "InputError",
-    "Maps",
-    "Source",
-    "Stage",
-    "StepView",
-    "WordOrder",
-    "align_pieces",
-    "analyze",
-    "analyze_many",
-    "data_flow",
-    "encoder_distance",
-    "encoder_states",
-    "iv_dict",
-    "iv_masks",
-    "maps_from_steps",
-    "prepare_source",
-    "reference_maps",
-    "step_trace",
-    "step_views",
-    "teacher_forced",
-    "word_order_demo",
-]
-
-
 STEP_CANDIDATES = 8  # top candidates kept per decoding step (the step view's bar chart)
-
-
-class InputError(ValueError):
-    """Input the model cannot take (e.g. empty text); the message is meant for the user."""
 
 
 def prepare_source(tok: Tokenizer, text: str, max_len: int) -> Source:
@@ -102,11 +68,16 @@ def _np(x: torch.Tensor | None) -> np.ndarray | None:
     return np.nan_to_num(x.detach().float().cpu().numpy().astype(np.float32), nan=0.0, posinf=0.0, neginf=0.0)
 
 
-def iv_masks(iv: Interventions, n_src: int, n_tgt: int) -> dict[str, KindMask]:
-    """The cells ``iv`` hides in each kind's maps, for S = ``n_src`` and T = ``n_tgt`` tokens
-    (``model.records.kind_masks`` of its causal flag, window, hidden source tokens, ablated heads)."""
+def intervention_masks(interventions: Interventions, n_src: int, n_tgt: int) -> dict[str, KindMask]:
+    """The cells ``interventions`` hides in each kind's maps, for S = ``n_src`` and T = ``n_tgt`` tokens
+    (``analysis.records.kind_masks`` of its causal flag, window, hidden source tokens, ablated heads)."""
     return kind_masks(
-        n_src, n_tgt, causal=iv.causal, window=iv.window, src_hidden=sorted(iv.src_hidden), ablate=sorted(iv.ablate)
+        n_src,
+        n_tgt,
+        causal=interventions.causal,
+        window=interventions.window,
+        src_hidden=sorted(interventions.src_hidden),
+        ablate=sorted(interventions.ablate),
     )
 
 
@@ -116,13 +87,13 @@ def teacher_forced(
     src_ids: Sequence[int],
     tgt_in: Sequence[int],
     tgt_out: Sequence[int],
-    iv: Interventions = NO_INTERVENTIONS,
+    interventions: Interventions = NO_INTERVENTIONS,
     enc: EncoderResult | None = None,
 ) -> Maps:
     """Run one teacher-forced pass on ``src_ids`` (S) and decoder input ``tgt_in`` (T) and return its maps.
 
     ``tgt_out`` (T ids) are the tokens each row predicts; their probabilities go to ``next_probs``;
-    ``Maps.masks`` are the cells ``iv`` hid. ``enc``: ``model.encode`` of the source under ``iv``
+    ``Maps.masks`` are the cells ``interventions`` hid. ``enc``: ``model.encode`` of the source under ``interventions``
     with weights, if already computed.
     Raises ValueError if either sequence exceeds ``max_len``.
     """
@@ -130,7 +101,7 @@ def teacher_forced(
     cfg = model.cfg
     src = torch.tensor([list(src_ids)], device=device)  # (1, S)
     tgt = torch.tensor([list(tgt_in)], device=device)  # (1, T)
-    res = model(src, tgt, iv, need_weights=True, enc=enc)
+    res = model(src, tgt, interventions, need_weights=True, enc=enc)
     probs = torch.softmax(res.logits[0].float(), dim=-1)  # (T, V_tgt)
     next_probs = probs[torch.arange(len(tgt_out)), torch.tensor(list(tgt_out), device=device)]
     S, T = src.size(1), tgt.size(1)
@@ -139,7 +110,7 @@ def teacher_forced(
         _np(res.dec_self_attn[:, 0]),
         _np(res.cross_attn[:, 0]),
         _np(next_probs),
-        iv_masks(iv, S, T),
+        intervention_masks(interventions, S, T),
         data_flow(cfg, S, T),
     )
 
@@ -177,14 +148,14 @@ def data_flow(cfg: TransformerConfig, S: int, T: int) -> list[Stage]:
     return [Stage(name, shape, meaning) for name, shape, meaning in shapes]
 
 
-def maps_from_steps(enc: EncoderResult, steps: Sequence[Step], cfg: TransformerConfig, iv: Interventions) -> Maps:
+def maps_from_steps(enc: EncoderResult, steps: Sequence[Step], cfg: TransformerConfig, interventions: Interventions) -> Maps:
     """The maps of a decoding, assembled from its steps: row t of each decoder map is the query row of
     step t in the pass of step t (keys 0..t of the prefix; the source for cross-attention), and
     ``next_probs[t]`` the probability step t gave its token. This holds with or without the causal
     mask: a step never sees tokens that were not yet written. Under the causal mask the rows equal
     one teacher-forced pass over the output (tests/test_decoding.py checks both).
     ``enc``: the source's ``model.encode`` with weights; ``steps``: every step, made with
-    ``need_weights=True``; ``iv``: the interventions of both.
+    ``need_weights=True``; ``interventions``: the interventions of both.
     """
     L, H, T, S = cfg.n_dec_layers, cfg.n_heads, len(steps), enc.memory.size(1)
     dec_self = torch.zeros(L, H, T, T)
@@ -192,12 +163,17 @@ def maps_from_steps(enc: EncoderResult, steps: Sequence[Step], cfg: TransformerC
         dec_self[:, :, s.t, : s.t + 1] = s.self_attn  # (L, H, t + 1): the new query over the prefix
     cross = torch.stack([s.cross_attn for s in steps], dim=2)  # T x (L, H, S) -> (L, H, T, S)
     next_probs = torch.tensor([s.chosen_prob for s in steps])  # (T,)
-    masks = iv_masks(iv, S, T)
+    masks = intervention_masks(interventions, S, T)
     return Maps(_np(enc.enc_self_attn[:, 0]), _np(dec_self), _np(cross), _np(next_probs), masks, data_flow(cfg, S, T))
 
 
 def decode_time_maps(
-    model: Transformer, src_ids: Sequence[int], tgt_out: Sequence[int], iv: Interventions = NO_INTERVENTIONS, *, enc=None
+    model: Transformer,
+    src_ids: Sequence[int],
+    tgt_out: Sequence[int],
+    interventions: Interventions = NO_INTERVENTIONS,
+    *,
+    enc=None,
 ) -> Maps:
     """The maps of decoding ``src_ids`` forced to write ``tgt_out`` (decoder input <bos> + tgt_out[:-1]):
     row t of each decoder map is step t's query in step t's own pass, over keys 0..t, and
@@ -207,27 +183,29 @@ def decode_time_maps(
     what runs. Without it, one pass over the whole output would let row t read tokens t+1.. that did
     not exist when step t ran (up to the token it predicts), so the decoding is replayed instead: each
     step recomputes its prefix, as decoding does, and keeps its last row (``maps_from_steps``).
-    ``enc``: this source's ``model.encode`` under ``iv`` with weights (an ``EncoderResult``), if already computed.
+    ``enc``: this source's ``model.encode`` under ``interventions`` with weights (an ``EncoderResult``), if already computed.
     Raises ValueError if a sequence exceeds ``max_len`` or an id is outside the target vocabulary.
     """
-    if iv.causal:
-        return teacher_forced(model, src_ids, [model.cfg.bos_id, *tgt_out[:-1]], tgt_out, iv, enc=enc)
+    if interventions.causal:
+        return teacher_forced(model, src_ids, [model.cfg.bos_id, *tgt_out[:-1]], tgt_out, interventions, enc=enc)
     if enc is None:
         src = torch.tensor([list(src_ids)], device=next(model.parameters()).device)  # (1, S)
-        enc = model.encode(src, iv, need_weights=True)
-    steps = list(generate_steps(model, src_ids, iv=iv, forced=list(tgt_out), max_new=len(tgt_out), k=1, enc=enc))
-    return maps_from_steps(enc, steps, model.cfg, iv)
+        enc = model.encode(src, interventions, need_weights=True)
+    steps = list(
+        generate_steps(model, src_ids, interventions=interventions, forced=list(tgt_out), max_new=len(tgt_out), k=1, enc=enc)
+    )
+    return maps_from_steps(enc, steps, model.cfg, interventions)
 
 
-def iv_dict(iv: Interventions) -> dict:
+def interventions_dict(interventions: Interventions) -> dict:
     """JSON-friendly form of ``Interventions``."""
     return {
-        "src_hidden": sorted(iv.src_hidden),
-        "causal": iv.causal,
-        "ablate": sorted([list(a) for a in iv.ablate]),
-        "temperature": iv.temperature,
-        "window": iv.window,
-        "use_pos_encoding": iv.use_pos_encoding,
+        "src_hidden": sorted(interventions.src_hidden),
+        "causal": interventions.causal,
+        "ablate": sorted([list(a) for a in interventions.ablate]),
+        "temperature": interventions.temperature,
+        "window": interventions.window,
+        "use_pos_encoding": interventions.use_pos_encoding,
     }
 
 
@@ -237,9 +215,9 @@ def analyze(
     tok: Tokenizer,
     text: str,
     settings: DecodeSettings = DecodeSettings(),
-    iv: Interventions = NO_INTERVENTIONS,
+    interventions: Interventions = NO_INTERVENTIONS,
 ) -> Analysis:
-    """Translate ``text`` with ``settings`` under ``iv`` and return the maps of that translation.
+    """Translate ``text`` with ``settings`` under ``interventions`` and return the maps of that translation.
 
     Raises:
         InputError: for empty input (long input is truncated and flagged, not refused).
@@ -249,7 +227,7 @@ def analyze(
     budget = min(settings.max_new or max_new_tokens(model, len(src.ids)), cfg.max_len - 1)
     # Encode once, with the weights the maps need; decoding reuses it.
     src_t = torch.tensor([src.ids], device=next(model.parameters()).device)  # (1, S)
-    enc = model.encode(src_t, iv, need_weights=True)
+    enc = model.encode(src_t, interventions, need_weights=True)
     beam = None
     if settings.method == "beam":
         res = beam_search(
@@ -258,7 +236,7 @@ def analyze(
             beam_size=settings.beam_size,
             alpha=settings.alpha,
             early_stop=settings.early_stop,
-            iv=iv,
+            interventions=interventions,
             max_new=budget,
             enc=enc,
         )
@@ -275,11 +253,15 @@ def analyze(
         # Each step's rows are those of the pass that chose its token: keep them as the maps, and the steps
         # with their candidates (the step view shows them: no second decoding)
         sampling = settings.sampling()
-        steps = list(generate_steps(model, src.ids, iv=iv, sampling=sampling, max_new=budget, k=STEP_CANDIDATES, enc=enc))
+        steps = list(
+            generate_steps(
+                model, src.ids, interventions=interventions, sampling=sampling, max_new=budget, k=STEP_CANDIDATES, enc=enc
+            )
+        )
         chosen = [s.chosen for s in steps]
         out = strip(chosen, cfg.eos_id)
         finished = bool(chosen) and chosen[-1] == cfg.eos_id
-    return _analysis(model, tok, src, settings, iv, enc, out, finished, beam, None if beam is not None else steps)
+    return _analysis(model, tok, src, settings, interventions, enc, out, finished, beam, None if beam is not None else steps)
 
 
 def only_result(results: Sequence):
@@ -304,7 +286,7 @@ def _analysis(
     tok: Tokenizer,
     src: Source,
     settings: DecodeSettings,
-    iv: Interventions,
+    interventions: Interventions,
     enc: EncoderResult,
     out: list[int],
     finished: bool,
@@ -316,11 +298,11 @@ def _analysis(
     cfg = model.cfg
     tgt_in, tgt_out = shift_right(out, bos_id=cfg.bos_id, eos_id=cfg.eos_id)  # <= max_len ids: budget <= max_len - 1
     if steps is not None and finished:
-        maps = maps_from_steps(enc, steps, cfg, iv)
+        maps = maps_from_steps(enc, steps, cfg, interventions)
     else:
         # Beam search (its steps mix hypotheses) or an output cut by the budget (its last row, which
         # predicts <eos>, was never decoded): the passes that would write this output, step by step.
-        maps = decode_time_maps(model, src.ids, tgt_out, iv, enc=enc)
+        maps = decode_time_maps(model, src.ids, tgt_out, interventions, enc=enc)
     out_tokens = predicted_tokens(tok, tgt_out, finished)
     return Analysis(
         source=src,
@@ -331,9 +313,9 @@ def _analysis(
         tgt_out_tokens=out_tokens,
         maps=maps,
         settings=asdict(settings),
-        interventions=iv_dict(iv),
+        interventions=interventions_dict(interventions),
         beam=beam,
-        steps=None if steps is None else step_views(tok, steps, iv, len(src.ids)),
+        steps=None if steps is None else step_views(tok, steps, interventions, len(src.ids)),
     )
 
 
@@ -360,9 +342,9 @@ def analyze_many(
     tok: Tokenizer,
     texts: Sequence[str],
     settings: DecodeSettings = DecodeSettings(),
-    iv: Interventions = NO_INTERVENTIONS,
+    interventions: Interventions = NO_INTERVENTIONS,
 ) -> list[Analysis | InputError]:
-    """``analyze`` of many inputs under one ``settings`` and ``iv``: for each text its ``Analysis``, or the
+    """``analyze`` of many inputs under one ``settings`` and ``interventions``: for each text its ``Analysis``, or the
     ``InputError`` ``analyze`` would raise for it (returned, not raised, so one empty input spoils no other).
 
     Greedy decoding runs the inputs together (``model.decoding.greedy_steps_batch``: one padded encoder pass and
@@ -380,18 +362,18 @@ def analyze_many(
             results[i] = e
     if settings.method != "greedy":
         for i in sources:
-            results[i] = analyze(model, tok, texts[i], settings, iv)
+            results[i] = analyze(model, tok, texts[i], settings, interventions)
         return results
     order = sorted(sources, key=lambda i: len(sources[i].ids))  # similar lengths together: less padding
     for start in range(0, len(order), BATCH_MAX):
         batch = order[start : start + BATCH_MAX]
-        for i, a in zip(batch, _greedy_batch(model, tok, [sources[i] for i in batch], settings, iv), strict=True):
+        for i, a in zip(batch, _greedy_batch(model, tok, [sources[i] for i in batch], settings, interventions), strict=True):
             results[i] = a
     return results
 
 
 def _greedy_batch(
-    model: Transformer, tok: Tokenizer, sources: list[Source], settings: DecodeSettings, iv: Interventions
+    model: Transformer, tok: Tokenizer, sources: list[Source], settings: DecodeSettings, interventions: Interventions
 ) -> list[Analysis]:
     """``analyze`` (greedy) of prepared sources, decoded as one padded batch."""
     cfg = model.cfg
@@ -400,9 +382,11 @@ def _greedy_batch(
     src_t = torch.full((len(sources), S), cfg.pad_id, dtype=torch.long, device=device)  # (B, S), right-padded
     for b, s in enumerate(sources):
         src_t[b, : len(s.ids)] = torch.tensor(s.ids)
-    enc = model.encode(src_t, iv, need_weights=True)
+    enc = model.encode(src_t, interventions, need_weights=True)
     budgets = [min(settings.max_new or max_new_tokens(model, len(s.ids)), cfg.max_len - 1) for s in sources]
-    all_steps = greedy_steps_batch(model, [s.ids for s in sources], iv=iv, k=STEP_CANDIDATES, max_new=budgets, enc=enc)
+    all_steps = greedy_steps_batch(
+        model, [s.ids for s in sources], interventions=interventions, k=STEP_CANDIDATES, max_new=budgets, enc=enc
+    )
     out = []
     for b, (src, steps) in enumerate(zip(sources, all_steps, strict=True)):
         n = len(src.ids)
@@ -415,7 +399,7 @@ def _greedy_batch(
             own.src_allowed = None  # as ``encode`` of this source alone: no masked key, no mask
         chosen = [s.chosen for s in steps]
         finished = bool(chosen) and chosen[-1] == cfg.eos_id
-        out.append(_analysis(model, tok, src, settings, iv, own, strip(chosen, cfg.eos_id), finished, None, steps))
+        out.append(_analysis(model, tok, src, settings, interventions, own, strip(chosen, cfg.eos_id), finished, None, steps))
     return out
 
 
@@ -425,27 +409,29 @@ def step_trace(
     src_ids: Sequence[int],
     *,
     settings: DecodeSettings = DecodeSettings(),
-    iv: Interventions = NO_INTERVENTIONS,
+    interventions: Interventions = NO_INTERVENTIONS,
     forced: Sequence[int] = (),
     k: int = STEP_CANDIDATES,
 ) -> list[StepView]:
     """Every step of decoding ``src_ids`` (ids ending in <eos>) with an optional forced prefix.
 
     Beam settings step through greedily (a beam has no single "next token"); its tree is in
-    ``Analysis.beam``. Each ``StepView.masks`` holds the cells ``iv`` hid in its query row.
+    ``Analysis.beam``. Each ``StepView.masks`` holds the cells ``interventions`` hid in its query row.
     """
     budget = min(settings.max_new or max_new_tokens(model, len(src_ids)), model.cfg.max_len - 1)
-    steps = generate_steps(model, src_ids, iv=iv, sampling=settings.sampling(), forced=forced, k=k, max_new=budget)
-    return step_views(tok, steps, iv, len(src_ids))
+    steps = generate_steps(
+        model, src_ids, interventions=interventions, sampling=settings.sampling(), forced=forced, k=k, max_new=budget
+    )
+    return step_views(tok, steps, interventions, len(src_ids))
 
 
-def step_views(tok: Tokenizer, steps: Iterable[Step], iv: Interventions, n_src: int) -> list[StepView]:
-    """Decoding steps (``model.decoding.Step``) as plain ``StepView`` records, with the cells ``iv`` hid in each
+def step_views(tok: Tokenizer, steps: Iterable[Step], interventions: Interventions, n_src: int) -> list[StepView]:
+    """Decoding steps (``model.decoding.Step``) as plain ``StepView`` records, with the cells ``interventions`` hid in each
     step's query row; ``n_src``: source length S."""
     steps = list(steps)
     # The row of step t is the last row of a (t + 1)-token input: row t of the masks of the longest input, cut to
-    # its t + 1 keys (a cell's reason depends on its query and key positions only, ``model.records.cell_reasons``)
-    masks = iv_masks(iv, n_src, max((s.t + 1 for s in steps), default=1))
+    # its t + 1 keys (a cell's reason depends on its query and key positions only, ``model.facts.cell_reasons``)
+    masks = intervention_masks(interventions, n_src, max((s.t + 1 for s in steps), default=1))
     views = []
     for s in steps:
         views.append(
@@ -469,7 +455,7 @@ def step_views(tok: Tokenizer, steps: Iterable[Step], iv: Interventions, n_src: 
 
 
 def reference_maps(
-    model: Transformer, tok: Tokenizer, src: Source, reference: str, iv: Interventions = NO_INTERVENTIONS
+    model: Transformer, tok: Tokenizer, src: Source, reference: str, interventions: Interventions = NO_INTERVENTIONS
 ) -> tuple[Maps, list[str], list[str]]:
     """Teacher-forced maps for a user-typed reference translation: (maps, decoder input tokens, predicted tokens).
 
@@ -480,7 +466,7 @@ def reference_maps(
     cfg = model.cfg
     ref = tok.encode(reference, target=True)
     tgt_in, tgt_out = shift_right(ref, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
-    maps = teacher_forced(model, src.ids, tgt_in, tgt_out, iv)
+    maps = teacher_forced(model, src.ids, tgt_in, tgt_out, interventions)
     return maps, [tok.piece_text(i) for i in tgt_in], [tok.piece_text(i) for i in tgt_out]
 
 
@@ -563,16 +549,3 @@ def encoder_distance(model: Transformer, tok: Tokenizer, a: str, b: str) -> Enco
         by_position=len(sa.ids) == len(sb.ids),
         scale=float(np.linalg.norm(ea, axis=1).mean()),
     )
-
-
-def __getattr__(name: str):
-    """``model.analysis.head_trace`` and ``HeadTrace``, the names the README gives, without an import circle:
-    ``model.trace`` (one head's computation, step by step) calls ``analyze``, so it imports this module, and
-    this module reaches it only when the name is asked for (PEP 562)."""
-    if name == "head_trace":
-        from model.trace import head_trace
-
-        return head_trace
-    if name == "HeadTrace":
-        return HeadTrace
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

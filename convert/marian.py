@@ -1,7 +1,7 @@
 """Import an OPUS-MT (MarianMT) translation model into this project's Transformer: one implementation, two sources of weights.
 
-    python -m model.import_marian Helsinki-NLP/opus-mt-en-de --out pretrained/opus-mt-en-de    # from the Hugging Face hub
-    python -m model.import_marian path/to/folder --out pretrained/my-pair                      # a save_pretrained folder
+    python -m convert.marian Helsinki-NLP/opus-mt-en-de --out pretrained/opus-mt-en-de    # from the Hugging Face hub
+    python -m convert.marian path/to/folder --out pretrained/my-pair                      # a save_pretrained folder
 
 A hub name needs ``huggingface_hub`` (installed with ``transformers``: ``pip install -r requirements-import.txt``) and a
 connection; a local folder (what ``MarianMTModel.save_pretrained`` and ``MarianTokenizer.save_pretrained`` write)
@@ -407,7 +407,7 @@ def write_card(out: Path, source: str, folder: Path, cfg: TransformerConfig, n_p
 Source: `{source}` (OPUS-MT, Helsinki-NLP: Tiedemann & Thottingal 2020, "OPUS-MT: Building open translation
 services for the World"), converted on {when} by
 
-    python -m model.import_marian {source} --out {out}
+    python -m convert.marian {source} --out {out}
 
 The weights are the original's, unchanged, in this project's Transformer (`model/transformer.py`); the tokenizer
 files (`source.spm`, `target.spm`, `vocab.json`) are the original's too. Nothing here was trained by this project.
@@ -487,7 +487,7 @@ def import_marian(source: str | Path, out: str | Path, *, dtype: torch.dtype = t
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
-        prog="python -m model.import_marian", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m convert.marian", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("source", metavar="NAME_OR_DIR", help="a hub name (Helsinki-NLP/opus-mt-en-fr) or a save_pretrained folder")
     ap.add_argument("--out", required=True, help="the checkpoint folder to write, e.g. pretrained/opus-mt-en-fr")

@@ -1,7 +1,7 @@
-"""Train a Transformer translator: ``python -m model.train --corpus multi30k:1.5 --corpus tatoeba:0.5 --out DIR``.
+"""Train a Transformer translator: ``python -m training.train --corpus multi30k:1.5 --corpus tatoeba:0.5 --out DIR``.
 
 Reads corpora by name (``--corpus NAME[:WEIGHT]``, each a folder of ``{split}.{en,de}.gz`` under
-the data root, see ``model.data``), mixed each epoch by their sampling weights and validated on
+the data root, see ``training.corpora``), mixed each epoch by their sampling weights and validated on
 the dev splits of ``--val-corpus`` (default: Multi30k val and Tatoeba dev); or Multi30k's raw files
 in one folder (``--data DIR``); or any two aligned text files (``--train-src/--train-tgt``); or
 the synthetic ``--task reverse`` data. Batches by token count; label-smoothed
@@ -33,7 +33,10 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from model.checkpoint import convert_legacy_state_dict, legacy_name, load_checkpoint, save_checkpoint
-from model.data import (
+from model.decoding import greedy_batch
+from model.tokenizer import Tokenizer
+from model.transformer import Transformer, TransformerConfig
+from training.corpora import (
     EntitySwapper,
     british_spelling,
     capital_pieces,
@@ -52,9 +55,6 @@ from model.data import (
     weighted_mix,
     word_pieces,
 )
-from model.decoding import greedy_batch
-from model.tokenizer import Tokenizer
-from model.transformer import Transformer, TransformerConfig
 
 REVERSE_WORDS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
 
@@ -299,7 +299,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=0.0,
         metavar="P",
         help="each epoch, replace the names, places and numbers a training pair shares verbatim on both sides "
-        "by random ones (Faker's names and cities, numbers of the same shape) with probability P (model.data)",
+        "by random ones (Faker's names and cities, numbers of the same shape) with probability P (training.corpora)",
     )
     ap.add_argument(
         "--entity-splice",
@@ -329,7 +329,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=0.0,
         metavar="L",
         help="with --entity-swap: this share of the whole numbers swapped becomes a long number, as a phone number or "
-        "postcode is typed (5-9 digits, or 2-3 groups of 2-5: '0176 55512'; model.data.random_long_number)",
+        "postcode is typed (5-9 digits, or 2-3 groups of 2-5: '0176 55512'; training.corpora.random_long_number)",
     )
     ap.add_argument(
         "--entity-digit-repeats",
@@ -337,7 +337,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=0.0,
         metavar="R",
         help="with --entity-long-numbers: the chance that a digit of a long number repeats the one before, so that runs "
-        "of equal digits are practised ('5552227'; model.data.random_long_number)",
+        "of equal digits are practised ('5552227'; training.corpora.random_long_number)",
     )
     ap.add_argument(
         "--entity-grouped-numbers",
@@ -345,7 +345,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=0.0,
         metavar="G",
         help="with --entity-swap: this share of the whole numbers swapped becomes a large or decimal number, English "
-        "'3,700,000' / '3.5', German '3.700.000' / '3,5' (model.data.random_grouped_number); any G > 0 also swaps the "
+        "'3,700,000' / '3.5', German '3.700.000' / '3,5' (training.corpora.random_grouped_number); any G > 0 also swaps the "
         "corpora's grouped and decimal numbers, the German side written with German separators",
     )
     ap.add_argument(
@@ -369,21 +369,21 @@ def parse_args(argv=None) -> argparse.Namespace:
         action="store_true",
         help='write a training pair\'s German clock time as its English types it ("2.30 Uhr", "halb drei" -> '
         '"2:30 Uhr", "2:30"; 218 pairs), so that no pair teaches turning a typed time into another form '
-        "(model.data.times_as_typed)",
+        "(training.corpora.times_as_typed)",
     )
     ap.add_argument(
         "--drop-context-times",
         action="store_true",
         help="leave out training pairs whose German side writes an English clock time 12 hours later with no "
         "afternoon or evening word in the English (BConTrasT's chats: the conversation decided), and with "
-        "--entity-swap swap the other such pairs' times together (model.data.later_times)",
+        "--entity-swap swap the other such pairs' times together (training.corpora.later_times)",
     )
     ap.add_argument(
         "--entity-dates",
         action="store_true",
         help='with --entity-swap: an English date that the German writes as a date ("May 5th" / "5. Mai") gets a '
-        "random day and month on both sides, the English in any of its four forms (model.data.shared_dates), and "
-        '"in May" / "im Mai" becomes a random date (model.data.shared_months)',
+        "random day and month on both sides, the English in any of its four forms (training.corpora.shared_dates), and "
+        '"in May" / "im Mai" becomes a random date (training.corpora.shared_months)',
     )
     ap.add_argument(
         "--date-corpus",
@@ -391,7 +391,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=0,
         metavar="N",
         help='with --entity-swap and --entity-dates: every training pair with a date or with "in May" / "im Mai" N more times an epoch, '
-        'each copy with its own random date ("on 3 May 2003" / "am 3. Mai 2003"; model.data.months_to_dates): date practice',
+        'each copy with its own random date ("on 3 May 2003" / "am 3. Mai 2003"; training.corpora.months_to_dates): date practice',
     )
     ap.add_argument(
         "--entity-clock-words",
@@ -399,7 +399,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=0.0,
         metavar="W",
         help="with --entity-swap: this share of the clock times swapped is written in words on both sides ('half past "
-        "seven' / 'halb acht', 'quarter to eight' / 'Viertel vor acht'; model.data.random_clock_words)",
+        "seven' / 'halb acht', 'quarter to eight' / 'Viertel vor acht'; training.corpora.random_clock_words)",
     )
     ap.add_argument(
         "--british-spelling",
@@ -407,7 +407,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=0.0,
         metavar="B",
         help="with --entity-swap: this share of the pairs whose English holds an American spelling ('color', 'meters') "
-        "gets it spelled the British way each epoch ('colour', 'metres'; model.data.british_spelling, breame's list)",
+        "gets it spelled the British way each epoch ('colour', 'metres'; training.corpora.british_spelling, breame's list)",
     )
     ap.add_argument(
         "--british-corpus",
@@ -423,7 +423,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=0,
         metavar="N",
         help='every training pair whose English negates and whose German puts "nicht" after a definite or possessive object '
-        '("Der Hund fraß das Fleisch nicht."; model.data.nicht_after_object) N more times an epoch: negation '
+        '("Der Hund fraß das Fleisch nicht."; training.corpora.nicht_after_object) N more times an epoch: negation '
         'practice against affirmative collocations ("überquerte die Straße."); names swapped as in the corpora',
     )
     ap.add_argument(
@@ -462,8 +462,8 @@ class Corpus:
 def load_data(a) -> tuple[list[Corpus], list[Corpus]]:
     """Training corpora and validation corpora for the parsed arguments ``a``; with ``--drop-context-times`` the
     training pairs without those that move a clock time 12 hours for a reason outside the pair
-    (``model.data.drop_context_times``); with ``--times-as-typed`` their German clock times written as the English
-    types them (``model.data.times_as_typed``); the validation pairs as they are.
+    (``training.corpora.drop_context_times``); with ``--times-as-typed`` their German clock times written as the English
+    types them (``training.corpora.times_as_typed``); the validation pairs as they are.
 
     Raises SystemExit with a hint when no data is found.
     """
@@ -551,7 +551,7 @@ def init_piece_texts(a) -> list[str]:
 def swapped_examples(tok: Tokenizer, train_ex: list[list], swappers: list[EntitySwapper], epoch: int, max_len: int) -> list[list]:
     """The encoded training examples of each corpus for ``epoch``: ``train_ex`` (from ``encode_pairs``
     over every pair of the corpus, so example k is pair k; pairs too long are ``None``) with this
-    epoch's entity swaps (``model.data.EntitySwapper``) encoded in place of the pairs they change."""
+    epoch's entity swaps (``training.corpora.EntitySwapper``) encoded in place of the pairs they change."""
     out = []
     for c, ex in enumerate(train_ex):
         ex = list(ex)

@@ -1,6 +1,6 @@
 """Numbers per head of one translation: entropy, distance, and where the weight goes (the Head statistics page).
 
-Computed here, from the maps of a ``model.records.Maps``, as a pandas table; ``viz.stats`` explains and draws it.
+Computed here, from the maps of a ``analysis.records.Maps``, as a pandas table; ``viz.stats`` explains and draws it.
 Importing this module never imports torch.
 """
 

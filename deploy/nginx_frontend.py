@@ -5,7 +5,7 @@ and the Streamlit frontend's files that nginx serves itself (``write_frontend``)
 ``conf_for`` rewrites the shipped config's upstream servers, listen address and file paths; ``command`` runs it in
 the foreground. Nothing here changes the config's routing (the sticky ``ae_route`` cookie, the WebSocket upgrade).
 
-    python -m serving.nginx frontend DEST    # DEST/static/...: what deploy/nginx.conf's ``root`` serves as /static/
+    python -m deploy.nginx_frontend frontend DEST    # DEST/static/...: what deploy/nginx.conf's ``root`` serves as /static/
 """
 
 from __future__ import annotations
@@ -119,8 +119,8 @@ def write_conf(workdir: Path, servers: list[str], listen: str, frontend: Path | 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m serving.nginx frontend DEST``: ``write_frontend(DEST)`` (deploy/Dockerfile's proxy stage runs it)."""
-    ap = argparse.ArgumentParser(prog="python -m serving.nginx", description=main.__doc__)
+    """``python -m deploy.nginx_frontend frontend DEST``: ``write_frontend(DEST)`` (deploy/Dockerfile's proxy stage runs it)."""
+    ap = argparse.ArgumentParser(prog="python -m deploy.nginx_frontend", description=main.__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
     fe = sub.add_parser("frontend", help="copy the Streamlit frontend with gzip twins to DEST/static")
     fe.add_argument("dest")

@@ -28,7 +28,7 @@ is shared by every session of the server, so a hook would change other sessions'
 too. Captum imports matplotlib (for its own plots, unused here), so it is imported on first use: pages that
 attribute nothing never load it.
 
-Records (``model.records``): ``Explanation``, ``LayerLens``, ``Maps``. Shape letters: B batch (n interpolation steps
+Records (``analysis.records``): ``Explanation``, ``LayerLens``, ``Maps``. Shape letters: B batch (n interpolation steps
 for IG), S source, T decoder input, Q queries, K keys, H heads, Dh d_head, D d_model, L layers, V_tgt the
 generator's output size. Nothing is stored on the model; gradients flow to the inputs only (the loaded model's
 parameters do not require gradients).
@@ -44,9 +44,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from model.analysis import iv_masks, only_result, padded_batches
+from analysis.analyze import intervention_masks, only_result, padded_batches
+from analysis.records import IG_SEGMENTS, IG_STEPS, Explanation, IGPart, IGResult, LayerLens, Maps, head_average, rollout
 from model.decoding import decode_ids, max_new_tokens
-from model.records import Explanation, IGPart, IGResult, LayerLens, Maps, head_average, rollout, shift_right
+from model.facts import shift_right
 from model.tokenizer import Tokenizer
 from model.transformer import (
     NO_INTERVENTIONS,
@@ -77,8 +78,6 @@ from model.transformer import (
 # 2.51 %, all at token 8 vs its runner-up, whose objective moves 0.86 nats in all and about half of it within 0.3 % of
 # the path (alpha 0.294-0.297). So a segment whose own completeness misses by more than IG_REFINE_TOL nats is halved, up
 # to IG_REFINE_DEPTH times (``_ig_between``): only the pieces around such a turn pay for more nodes.
-IG_STEPS = 1536
-IG_SEGMENTS = 24
 IG_REFINE_TOL = 1e-3  # nats a segment's attributions may miss f(end) - f(start) by before it is halved
 IG_REFINE_DEPTH = 4  # halvings at most: a segment of 1/24 of the path down to 1/384
 TOP_K = 8  # the step's candidates offered as the contrast y′
@@ -167,13 +166,13 @@ def _shares(norms: Tensor) -> Tensor:
 
 @torch.inference_mode()
 def norm_weighted_maps(
-    model: Transformer, src_ids: Sequence[int], tgt_out: Sequence[int], iv: Interventions = NO_INTERVENTIONS
+    model: Transformer, src_ids: Sequence[int], tgt_out: Sequence[int], interventions: Interventions = NO_INTERVENTIONS
 ) -> Maps:
     """Norm-weighted attention of every kind, layer and head, as shares: the maps of ``Maps`` with
     ‖α_ij f^h(x_j)‖ / Σ_k ‖α_ik f^h(x_k)‖ in place of α_ij (Kobayashi et al. 2020), so they share the weights' 0–1
     scale and each row still sums to 1 over the keys the query reads (0 where it reads none).
 
-    The passes are those of ``model.analysis.decode_time_maps``: the decoder fed ``<bos> + tgt_out[:-1]``, one pass
+    The passes are those of ``analysis.analyze.decode_time_maps``: the decoder fed ``<bos> + tgt_out[:-1]``, one pass
     under the causal mask; without it, decoder row t from step t's own pass over the prefix. ``next_probs`` is the
     probability of each ``tgt_out`` token. Shapes as ``Maps``: enc_self ``(L_enc, H, S, S)``, dec_self ``(L_dec, H, T, T)``,
     cross ``(L_dec, H, T, S)``. Raises ValueError if a sequence exceeds ``max_len``.
@@ -182,14 +181,14 @@ def norm_weighted_maps(
     tgt_in = [cfg.bos_id, *tgt_out[:-1]]
     src = torch.tensor([list(src_ids)], device=device)  # (1, S)
     T = len(tgt_in)
-    ends = [T] if iv.causal else list(range(1, T + 1))  # the passes: whole output, or each step's prefix
+    ends = [T] if interventions.causal else list(range(1, T + 1))  # the passes: whole output, or each step's prefix
     dec = {kind: torch.zeros(cfg.n_dec_layers, cfg.n_heads, T, n) for kind, n in (("dec_self", T), ("cross", len(src_ids)))}
     enc = None
     probs = torch.zeros(T)
     for end in ends:
         tgt = torch.tensor([tgt_in[:end]], device=device)  # (1, end)
-        res = model(src, tgt, iv, need_weights=True, need_intermediates=True)
-        rows = slice(0, end) if iv.causal else slice(end - 1, end)  # the rows this pass owns
+        res = model(src, tgt, interventions, need_weights=True, need_intermediates=True)
+        rows = slice(0, end) if interventions.causal else slice(end - 1, end)  # the rows this pass owns
         for kind, weights in (("dec_self", res.dec_self_attn), ("cross", res.cross_attn)):
             for l in range(cfg.n_dec_layers):
                 _, per_head, _ = _norms(_mha(model, kind, l), _layer_inputs(model, res.intermediates, kind, l), weights[l])
@@ -203,33 +202,42 @@ def norm_weighted_maps(
                     for l, w in enumerate(res.enc_self_attn)
                 ]
             )  # (L_enc, H, S, S)
-    return Maps(_np(enc), _np(dec["dec_self"]), _np(dec["cross"]), _np(probs), iv_masks(iv, len(src_ids), T))
+    return Maps(_np(enc), _np(dec["dec_self"]), _np(dec["cross"]), _np(probs), intervention_masks(interventions, len(src_ids), T))
 
 
 # -- gradients to the source embeddings ----------------------------------------------------------------------------
 
 
-def encode_embedded(model: Transformer, tok_emb: Tensor, src_allowed: Tensor | None, iv: Interventions) -> EncoderResult:
+def encode_embedded(
+    model: Transformer, tok_emb: Tensor, src_allowed: Tensor | None, interventions: Interventions
+) -> EncoderResult:
     """``model.encode`` from the source token embeddings instead of the ids, so gradients can reach them.
 
     ``tok_emb (B, S, D)``: the token embeddings as ``model.embed`` makes them (× √d_model, section 3.4, where the config
-    scales them), before the positional encoding, which is added here as ``encode`` adds it (unless ``iv`` drops it); ``src_allowed``: ``model.source_mask(src, iv)``, the
+    scales them), before the positional encoding, which is added here as ``encode`` adds it (unless ``interventions`` drops it); ``src_allowed``: ``model.source_mask(src, interventions)``, the
     keys that are real and not hidden. The layers, masks, temperature and ablated heads are ``encode``'s;
     tests/test_attribution.py checks that both give the same memory. Returns the memory ``(B, S, D)`` with that mask.
     """
     S = tok_emb.size(1)
-    self_band = band(S, S, 0, causal=False, window=iv.window, device=tok_emb.device)  # (S, S) or None
+    self_band = band(S, S, 0, causal=False, window=interventions.window, device=tok_emb.device)  # (S, S) or None
     if src_allowed is None:
         enc_allowed = self_band
     else:
         enc_allowed = src_allowed if self_band is None else src_allowed & self_band  # (1, 1, 1|S, S)
-    x = tok_emb + model.positional_encoding(S) if iv.use_pos_encoding else tok_emb  # (B, S, D)
+    x = tok_emb + model.positional_encoding(S) if interventions.use_pos_encoding else tok_emb  # (B, S, D)
     for i, layer in enumerate(model.encoder):
-        x, _ = layer(x, enc_allowed, temperature=iv.temperature, head_mask=iv.head_mask("enc_self", i, model.cfg.n_heads))
+        x, _ = layer(
+            x,
+            enc_allowed,
+            temperature=interventions.temperature,
+            head_mask=interventions.head_mask("enc_self", i, model.cfg.n_heads),
+        )
     return EncoderResult(model.enc_norm(x), src_allowed)
 
 
-def _objective(model: Transformer, src_allowed, prefix: Tensor, iv: Interventions, target, contrast, last: Tensor | None = None):
+def _objective(
+    model: Transformer, src_allowed, prefix: Tensor, interventions: Interventions, target, contrast, last: Tensor | None = None
+):
     """f(embeddings) = log p(target) (− log p(contrast)) at the last row of the teacher-forced ``prefix``: a function
     ``(B, S, D) -> (B,)`` in nats, for Captum.
 
@@ -240,9 +248,9 @@ def _objective(model: Transformer, src_allowed, prefix: Tensor, iv: Intervention
 
     def f(tok_emb: Tensor) -> Tensor:
         B = tok_emb.size(0)
-        enc = encode_embedded(model, tok_emb, src_allowed, iv)
+        enc = encode_embedded(model, tok_emb, src_allowed, interventions)
         at = last if last is not None else torch.full((B,), prefix.size(1) - 1, device=tok_emb.device)  # (B,)
-        logits = model.decode(prefix.expand(B, -1), enc, iv, logits_at=at).logits[:, 0]  # (B, V_tgt): the last rows
+        logits = model.decode(prefix.expand(B, -1), enc, interventions, logits_at=at).logits[:, 0]  # (B, V_tgt): the last rows
         logp = torch.log_softmax(logits.float(), dim=-1)
         if last is None:
             return logp[:, target] - (logp[:, contrast] if contrast is not None else 0.0)  # (B,)
@@ -324,14 +332,14 @@ def _checked(model: Transformer, out_ids, position: int, contrast: int | None) -
     return tgt_in[: position + 1], target
 
 
-def _problem(model: Transformer, src_ids, out_ids, position: int, iv: Interventions, contrast: int | None) -> _Problem:
+def _problem(model: Transformer, src_ids, out_ids, position: int, interventions: Interventions, contrast: int | None) -> _Problem:
     """Check the arguments of ``explain`` and set its problem up. Raises ValueError as ``explain`` says."""
     device = next(model.parameters()).device
     prefix_ids, target = _checked(model, out_ids, position, contrast)
     src = torch.tensor([list(src_ids)], device=device)  # (1, S)
     prefix = torch.tensor([prefix_ids], device=device)  # (1, t + 1)
-    src_allowed = model.source_mask(src, iv)  # (1, 1, 1, S) or None: the keys encode lets be read
-    f = _objective(model, src_allowed, prefix, iv, target, contrast)
+    src_allowed = model.source_mask(src, interventions)  # (1, 1, 1, S) or None: the keys encode lets be read
+    f = _objective(model, src_allowed, prefix, interventions, target, contrast)
     return _Problem(src, prefix, target, f, _source_embeddings(model, src))
 
 
@@ -340,7 +348,7 @@ def ig_part(
     src_ids: Sequence[int],
     out_ids: Sequence[int],
     position: int,
-    iv: Interventions = NO_INTERVENTIONS,
+    interventions: Interventions = NO_INTERVENTIONS,
     *,
     contrast: int | None = None,
     segment: int = 0,
@@ -352,7 +360,7 @@ def ig_part(
     segments. Raises ValueError as ``explain`` does, or for a segment out of range."""
     if not 0 <= segment < n_segments:
         raise ValueError(f"segment {segment} is out of range for {n_segments} segments (count from 0)")
-    p = _problem(model, src_ids, out_ids, position, iv, contrast)
+    p = _problem(model, src_ids, out_ids, position, interventions, contrast)
     return _ig_segment(p.f, p.x, segment, n_segments, steps)
 
 
@@ -362,7 +370,7 @@ def explain(
     src_ids: Sequence[int],
     out_ids: Sequence[int],
     position: int,
-    iv: Interventions = NO_INTERVENTIONS,
+    interventions: Interventions = NO_INTERVENTIONS,
     *,
     contrast: int | None = None,
     ig_steps: int = IG_STEPS,
@@ -377,7 +385,7 @@ def explain(
         position: t, 0-based, the output token explained: ``out_ids[t]``, or <eos> at ``t == len(out_ids)``. The
             decoder is fed ``<bos>, out_ids[:t]`` (teacher forcing) and its last row is the one that wrote it: the
             same pass as step t of decoding, with or without the causal mask.
-        iv: the interventions the translation was made under (hidden source tokens, ablated heads, ...).
+        interventions: the interventions the translation was made under (hidden source tokens, ablated heads, ...).
         contrast: a compact id y′ (another candidate of the step): gradients then explain log p(y) − log p(y′)
             ("why y and not y′", Yin & Neubig 2022); None: log p(y).
         ig_steps: Gauss-Legendre steps of Integrated Gradients (that many forward and backward passes, in
@@ -391,10 +399,12 @@ def explain(
         ValueError: for a position outside ``0 .. len(out_ids)``, a contrast outside the target vocabulary or equal
             to the token explained, or sequences longer than ``max_len``.
     """
-    p = _problem(model, src_ids, out_ids, position, iv, contrast)
+    p = _problem(model, src_ids, out_ids, position, interventions, contrast)
     with torch.inference_mode():
-        enc = model.encode(p.src, iv, need_weights=True, need_intermediates=True)
-        dec = model.decode(p.prefix, enc, iv, need_weights=True, logits_at=torch.tensor([position], device=p.src.device))
+        enc = model.encode(p.src, interventions, need_weights=True, need_intermediates=True)
+        dec = model.decode(
+            p.prefix, enc, interventions, need_weights=True, logits_at=torch.tensor([position], device=p.src.device)
+        )
         res = ForwardResult(dec.logits, enc.enc_self_attn, None, dec.cross_attn, enc.intermediates)
     ig = (
         None
@@ -403,29 +413,31 @@ def explain(
     )
     with torch.enable_grad():
         gxi = _captum().InputXGradient(p.f).attribute(p.x.clone().requires_grad_(True))  # (1, S, D)
-    return _explanation(model, tok, src_ids, p.prefix[0].tolist(), position, p.target, iv, contrast, res, gxi[0], ig)
+    return _explanation(model, tok, src_ids, p.prefix[0].tolist(), position, p.target, interventions, contrast, res, gxi[0], ig)
 
 
 ExplainItem = tuple[tuple[int, ...], tuple[int, ...], int, "int | None"]  # (src_ids, out_ids, position, contrast)
 
 
-def explain_item(model: Transformer, tok: Tokenizer, item: ExplainItem, iv: Interventions = NO_INTERVENTIONS) -> Explanation:
+def explain_item(
+    model: Transformer, tok: Tokenizer, item: ExplainItem, interventions: Interventions = NO_INTERVENTIONS
+) -> Explanation:
     """``explain_many`` of one ``(src_ids, out_ids, position, contrast)``: ``serving.worker.ModelWorker.call_many`` runs
     one or the other. Raises ValueError as ``explain`` does."""
-    return only_result(explain_many(model, tok, [item], iv))
+    return only_result(explain_many(model, tok, [item], interventions))
 
 
 def explain_many(
-    model: Transformer, tok: Tokenizer, items: Sequence[ExplainItem], iv: Interventions = NO_INTERVENTIONS
+    model: Transformer, tok: Tokenizer, items: Sequence[ExplainItem], interventions: Interventions = NO_INTERVENTIONS
 ) -> list[Explanation | ValueError]:
-    """``explain`` (without Integrated Gradients) of many ``(src_ids, out_ids, position, contrast)`` under one ``iv``: for each its
+    """``explain`` (without Integrated Gradients) of many ``(src_ids, out_ids, position, contrast)`` under one ``interventions``: for each its
     ``Explanation`` (no Integrated Gradients), or the ValueError ``explain`` would raise for it (returned, not raised).
 
     A class on the Attention vs attribution page asks for one explanation each at once; as one padded batch (sources
     right-padded with <pad>, which the padding mask hides; prefixes right-padded, which the causal mask hides from
     every earlier row) the forward pass and gradient × input's backward pass read each weight once for all of them.
     Each result equals its own ``explain`` up to float rounding (tests/test_attribution.py). Without the causal mask
-    (``iv.causal`` False) a row would read the padding after it, so only prefixes of one length go together.
+    (``interventions.causal`` False) a row would read the padding after it, so only prefixes of one length go together.
     """
     device = next(model.parameters()).device
     results: list[Explanation | ValueError | None] = [None] * len(items)
@@ -439,23 +451,25 @@ def explain_many(
             results[i] = e
     groups: dict[int | None, list[int]] = {}
     for i in sorted(checked, key=lambda i: len(items[i][0])):  # similar lengths together: less padding
-        groups.setdefault(None if iv.causal else len(checked[i][0]), []).append(i)
+        groups.setdefault(None if interventions.causal else len(checked[i][0]), []).append(i)
     for group in groups.values():
         for batch in padded_batches(group, lambda i: len(items[i][0]), EXPLAIN_BATCH_MAX, EXPLAIN_BATCH_TOKENS):
             for i, e in zip(
-                batch, _explain_batch(model, tok, [items[i] for i in batch], [checked[i] for i in batch], iv, device), strict=True
+                batch,
+                _explain_batch(model, tok, [items[i] for i in batch], [checked[i] for i in batch], interventions, device),
+                strict=True,
             ):
                 results[i] = e
     return results
 
 
 # One padded pass holds at most EXPLAIN_BATCH_MAX explanations and EXPLAIN_BATCH_TOKENS source tokens with the padding
-# (``model.analysis.padded_batches``): the arithmetic of a backward pass grows with the padded size.
+# (``analysis.analyze.padded_batches``): the arithmetic of a backward pass grows with the padded size.
 EXPLAIN_BATCH_MAX = 32
 EXPLAIN_BATCH_TOKENS = 384
 
 
-def _explain_batch(model, tok, items, checked, iv: Interventions, device) -> list[Explanation]:
+def _explain_batch(model, tok, items, checked, interventions: Interventions, device) -> list[Explanation]:
     """``explain_many`` of checked items (their prefix and target from ``_checked``) as one padded batch."""
     cfg = model.cfg
     B, S, T = len(items), max(len(it[0]) for it in items), max(len(c[0]) for c in checked)
@@ -467,11 +481,11 @@ def _explain_batch(model, tok, items, checked, iv: Interventions, device) -> lis
     last = torch.tensor([len(c[0]) - 1 for c in checked], device=device)  # (B,)
     target = torch.tensor([c[1] for c in checked], device=device)  # (B,)
     contrast = torch.tensor([-1 if it[3] is None else it[3] for it in items], device=device)  # (B,)
-    src_allowed = model.source_mask(src, iv)  # (B, 1, 1, S) or None
-    f = _objective(model, src_allowed, prefix, iv, target, contrast, last)
+    src_allowed = model.source_mask(src, interventions)  # (B, 1, 1, S) or None
+    f = _objective(model, src_allowed, prefix, interventions, target, contrast, last)
     with torch.inference_mode():
-        enc = model.encode(src, iv, need_weights=True, need_intermediates=True)
-        dec = model.decode(prefix, enc, iv, need_weights=True, logits_at=last)  # logits (B, 1, V_tgt): the last rows
+        enc = model.encode(src, interventions, need_weights=True, need_intermediates=True)
+        dec = model.decode(prefix, enc, interventions, need_weights=True, logits_at=last)  # logits (B, 1, V_tgt): the last rows
     with torch.enable_grad():
         gxi = _captum().InputXGradient(f).attribute(_source_embeddings(model, src).clone().requires_grad_(True))  # (B, S, D)
     out = []
@@ -484,7 +498,7 @@ def _explain_batch(model, tok, items, checked, iv: Interventions, device) -> lis
             dec.cross_attn[:, b : b + 1, :, :t, :n],  # (L_dec, 1, H, t, S_b)
             {"memory": enc.intermediates["memory"][b : b + 1, :n]},  # (1, S_b, D)
         )
-        out.append(_explanation(model, tok, it[0], prefix_ids, it[2], tgt_id, iv, it[3], own, gxi[b, :n], None))
+        out.append(_explanation(model, tok, it[0], prefix_ids, it[2], tgt_id, interventions, it[3], own, gxi[b, :n], None))
     return out
 
 
@@ -495,7 +509,7 @@ def _explanation(
     prefix_ids: Sequence[int],
     position: int,
     target: int,
-    iv: Interventions,
+    interventions: Interventions,
     contrast: int | None,
     res: ForwardResult,
     gxi: Tensor,
@@ -520,7 +534,7 @@ def _explanation(
         mean_rows = np.stack([head_average(_np(attn)[:, :, None, :], l)[0] for l in range(cfg.n_dec_layers)])  # (L, S)
     return Explanation(
         src_tokens=[name(i) for i in src_ids],
-        hidden=np.array([i in iv.src_hidden for i in range(S)]),
+        hidden=np.array([i in interventions.src_hidden for i in range(S)]),
         position=position,
         prefix_tokens=[name(int(i)) for i in prefix_ids],
         candidates=[(name(int(i)), int(i), float(math.exp(p))) for p, i in zip(top.values, top.indices, strict=True)],
@@ -538,7 +552,7 @@ def _explanation(
         objective="log p(y)" if contrast is None else "log p(y) − log p(y′)",
         ig=ig,
         grad_input=_np(gxi.sum(dim=-1)),
-        ablated=frozenset((l, h) for k, l, h in iv.ablate if k == "cross"),
+        ablated=frozenset((l, h) for k, l, h in interventions.ablate if k == "cross"),
     )
 
 
@@ -547,18 +561,18 @@ def _explanation(
 
 @torch.inference_mode()
 def logit_lens_logprobs(
-    model: Transformer, src_ids: Sequence[int], tgt_in: Sequence[int], iv: Interventions = NO_INTERVENTIONS
+    model: Transformer, src_ids: Sequence[int], tgt_in: Sequence[int], interventions: Interventions = NO_INTERVENTIONS
 ) -> Tensor:
     """The logit lens on the decoder: ``(L_dec + 1, T, V_tgt)`` log-probabilities, row 0 from the decoder's input
     (embeddings + PE), row l from layer l's output, each through the final LayerNorm and the generator (section 3.4).
 
-    One teacher-forced pass over ``tgt_in`` (T ids, starting with <bos>) under ``iv``; the last row is the model's own
-    output distribution. Under ``iv.causal == False`` row t reads the whole ``tgt_in``, as one pass does.
+    One teacher-forced pass over ``tgt_in`` (T ids, starting with <bos>) under ``interventions``; the last row is the model's own
+    output distribution. Under ``interventions.causal == False`` row t reads the whole ``tgt_in``, as one pass does.
     """
     device = next(model.parameters()).device
     src = torch.tensor([list(src_ids)], device=device)  # (1, S)
     tgt = torch.tensor([list(tgt_in)], device=device)  # (1, T)
-    inter = model(src, tgt, iv, need_intermediates=True).intermediates
+    inter = model(src, tgt, interventions, need_intermediates=True).intermediates
     states = [inter["dec_in"], *(inter[f"dec_layer_{l}"] for l in range(model.cfg.n_dec_layers))]  # (1, T, D) each
     logits = torch.cat([model.logits(model.dec_norm(h)) for h in states])  # (L_dec + 1, T, V_tgt)
     return torch.log_softmax(logits.float(), dim=-1)
@@ -566,39 +580,48 @@ def logit_lens_logprobs(
 
 @torch.inference_mode()
 def decoder_lens_ids(
-    model: Transformer, src_ids: Sequence[int], iv: Interventions = NO_INTERVENTIONS, *, max_new: int | None = None
+    model: Transformer, src_ids: Sequence[int], interventions: Interventions = NO_INTERVENTIONS, *, max_new: int | None = None
 ) -> list[list[int]]:
     """DecoderLens (Langedijk et al. 2023): the greedy translation (ids without <bos>/<eos>) when the decoder's
     cross-attention reads encoder layer k's output instead of the last one, for k = 0 (the embeddings + PE) .. L_enc.
 
     Each is put through the encoder's final LayerNorm, as the last layer's output is, so the last one is exactly the
-    model's own greedy translation. ``iv`` applies to the encoder and the decoder; ``max_new`` caps each output.
+    model's own greedy translation. ``interventions`` applies to the encoder and the decoder; ``max_new`` caps each output.
     """
     device = next(model.parameters()).device
     src = torch.tensor([list(src_ids)], device=device)  # (1, S)
-    enc = model.encode(src, iv, need_intermediates=True)
+    enc = model.encode(src, interventions, need_intermediates=True)
     states = [enc.intermediates["enc_in"], *(enc.intermediates[f"enc_layer_{k}"] for k in range(model.cfg.n_enc_layers))]
     budget = max_new or max_new_tokens(model, len(src_ids))
     return [
         decode_ids(
-            model, src_ids, iv=iv, max_new=budget, need_weights=False, enc=EncoderResult(model.enc_norm(h), enc.src_allowed)
+            model,
+            src_ids,
+            interventions=interventions,
+            max_new=budget,
+            need_weights=False,
+            enc=EncoderResult(model.enc_norm(h), enc.src_allowed),
         )
         for h in states
     ]
 
 
 def layer_lens(
-    model: Transformer, tok: Tokenizer, src_ids: Sequence[int], out_ids: Sequence[int], iv: Interventions = NO_INTERVENTIONS
+    model: Transformer,
+    tok: Tokenizer,
+    src_ids: Sequence[int],
+    out_ids: Sequence[int],
+    interventions: Interventions = NO_INTERVENTIONS,
 ) -> LayerLens:
     """The logit lens on every decoder layer, teacher-forced on the translation ``out_ids``, and DecoderLens from every
-    encoder layer, under ``iv``: a ``LayerLens``. ``src_ids`` end in <eos>; ``out_ids`` have no <bos>/<eos>."""
+    encoder layer, under ``interventions``: a ``LayerLens``. ``src_ids`` end in <eos>; ``out_ids`` have no <bos>/<eos>."""
     cfg = model.cfg
     tgt_in, tgt_out = shift_right(list(out_ids), bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
-    logp = logit_lens_logprobs(model, src_ids, tgt_in, iv)  # (L_dec + 1, T, V_tgt)
+    logp = logit_lens_logprobs(model, src_ids, tgt_in, interventions)  # (L_dec + 1, T, V_tgt)
     best = logp.max(dim=-1)  # (L_dec + 1, T) each
     want = logp[:, torch.arange(len(tgt_out)), torch.tensor(tgt_out)]  # (L_dec + 1, T)
     budget = min(max_new_tokens(model, len(src_ids)), cfg.max_len - 1)
-    lens = decoder_lens_ids(model, src_ids, iv, max_new=budget)
+    lens = decoder_lens_ids(model, src_ids, interventions, max_new=budget)
     finished = [len(ids) < budget for ids in lens]  # stopped by <eos> before the budget ran out
     names = ["embeddings"] + [f"layer {l + 1}" for l in range(max(cfg.n_dec_layers, cfg.n_enc_layers))]
     return LayerLens(

@@ -5,9 +5,9 @@ output instead of (or beside) the human reference, and greedy decoding of the st
 beam search. Here the teacher is the shipped model itself (self-distillation), so a later stage learns
 to find with one greedy pass what beam search finds with five hypotheses.
 
-    python -m model.distill --model pretrained/en-de --corpus tatoeba --out DIR --every 3 --shard 0/2
-    python -m model.distill --model pretrained/en-de --corpus tatoeba --out DIR --every 3 --shard 1/2
-    python -m model.distill --model pretrained/en-de --corpus tatoeba --out DIR --every 3 --merge
+    python -m training.distill --model pretrained/en-de --corpus tatoeba --out DIR --every 3 --shard 0/2
+    python -m training.distill --model pretrained/en-de --corpus tatoeba --out DIR --every 3 --shard 1/2
+    python -m training.distill --model pretrained/en-de --corpus tatoeba --out DIR --every 3 --merge
 
 Generation (``--shard i/n``, one process per core) translates every ``every``-th training source of
 shard i with beam search (the app's ``DecodeSettings``: beam 5, length penalty 1.5, no early stop) and
@@ -27,8 +27,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from model.data import corpus_dir, read_lines, split_file, splits_of
 from model.settings import DecodeSettings
+from training.corpora import corpus_dir, read_lines, split_file, splits_of
 
 
 def parse_shard(spec: str) -> tuple[int, int]:
@@ -76,7 +76,7 @@ def read_beam_files(out: Path) -> dict[int, str]:
 
 def generate(loaded, sources: list[str], indices: list[int], beam_file: Path, *, chunk: int = 200, progress: bool = True) -> int:
     """Beam-translate ``sources[i]`` for each i of ``indices`` not yet in ``beam_file``; append them. Returns how many."""
-    from model.evaluate import translate
+    from training.evaluate import translate
 
     done = read_beam_file(beam_file)
     if beam_file.exists():  # drop a line a stopped run left unfinished, so that appending starts on a new line

@@ -5,18 +5,18 @@ Facts:
 - ``KINDS`` and ``KIND_NAMES``: the three kinds of attention and their display names.
 - ``key_allowed`` / ``cell_reasons``: which (query, key) cells a mask hides, and why. The rule is
   written with array operators only, so ``model.transformer`` applies it to torch tensors and
-  ``model.analysis`` to numpy arrays: one definition, two array libraries. ``kind_masks`` applies
+  ``analysis.analyze`` to numpy arrays: one definition, two array libraries. ``kind_masks`` applies
   it to all three kinds of one translation.
 - ``shift_right``: the decoder reads ``[<bos>, y_1 .. y_n]`` and predicts ``[y_1 .. y_n, <eos>]``
   (section 3.1 of the paper: "the output embeddings are offset by one position").
 - ``layer_average`` / ``head_average``: the mean over heads, leaving out ablated (all-zero) heads.
 
-Records (``model.analysis`` builds them; ``viz/`` draws them; none holds a tensor or a model):
+Records (``analysis.analyze`` builds them; ``viz/`` draws them; none holds a tensor or a model):
 
 - ``Source``, ``Maps`` (with the ``KindMask`` of each kind and the ``Stage`` list of the data flow),
   ``Analysis``: one translated input;
 - ``StepView``: one decoding step; ``BeamNode`` and ``BeamTree``: a beam search;
-- ``HeadTrace``: every number of one head's attention for one query (``model.trace.head_trace``);
+- ``HeadTrace``: every number of one head's attention for one query (``analysis.trace.head_trace``);
 - ``EncoderStates`` / ``WordOrder``: the word-order demo of section 3.5;
 - ``EncoderDistance``: how far each source token's encoder output moved between two inputs;
 - ``AttentionView`` (every layer and head of one kind) and ``MapView`` (one map): what an attention
@@ -35,94 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-KINDS = ("enc_self", "dec_self", "cross")
-"""The three kinds of attention: encoder self, decoder causal self, decoder cross-attention."""
-
-KIND_NAMES = {
-    "enc_self": "Encoder self-attention",
-    "dec_self": "Decoder causal self-attention",
-    "cross": "Cross-attention",
-}
-"""Display name of each kind."""
-
-# Why a (query, key) cell is hidden; 0 means the query may read the key. ABLATED marks every cell
-# of a head whose output was zeroed (``cell_reasons`` never returns it; ``MapView`` does). UNWRITTEN:
-# with the causal mask off, the decoder map's row t is still step t's own pass, which ran before the
-# tokens after t existed (``model.analysis.decode_time_maps``): those cells got no weight because
-# there was no key yet, not because a mask hid it.
-VISIBLE, FUTURE, HIDDEN, WINDOW, ABLATED, UNWRITTEN = 0, 1, 2, 3, 4, 5
-REASONS = {
-    FUTURE: "masked: a later token (the causal mask hides the future)",
-    UNWRITTEN: "not yet written: when this step ran, the decoder had only the tokens up to the query (causal mask off)",
-    HIDDEN: "masked: this source token is hidden",
-    WINDOW: "masked: outside the local attention window",
-    ABLATED: "head ablated: its output is zeroed, so it attends to nothing",
-}
-"""Hover text of each reason code."""
-REASON_NAMES = {FUTURE: "future", HIDDEN: "hidden", WINDOW: "window", ABLATED: "ablated", UNWRITTEN: "not yet written"}
-"""Short name of each reason code (figure trace names)."""
-
-
-def key_allowed(q_pos, k_pos, *, causal: bool, window: int | None):
-    """The self-attention mask rule: True where the query at position ``q_pos`` may read the key at ``k_pos``.
-
-    ``q_pos`` ``(n_q, 1)`` and ``k_pos`` ``(1, n_k)`` are integer arrays (numpy or torch); the
-    result broadcasts to ``(n_q, n_k)`` bool. causal: keys at or before the query (section 3.2.3,
-    "we mask out (setting to -inf) all values in the input of the softmax which correspond to
-    illegal connections"); window: ``|q_pos - k_pos| < window`` (a local band, an intervention).
-    Returns None when every key is allowed (no causal mask, no window).
-    """
-    allowed = None
-    if causal:
-        allowed = k_pos <= q_pos
-    if window is not None:
-        near = abs(q_pos - k_pos) < window
-        allowed = near if allowed is None else allowed & near
-    return allowed
-
-
-def cell_reasons(
-    kind: str,
-    n_q: int,
-    n_k: int,
-    *,
-    causal: bool = True,
-    window: int | None = None,
-    src_hidden: Sequence[int] = (),
-):
-    """Reason code per cell of one ``(n_q, n_k)`` map of ``kind``: VISIBLE, FUTURE, UNWRITTEN, HIDDEN or WINDOW.
-
-    Encoder self-attention: hidden source keys and the window; decoder self-attention: the causal
-    mask (FUTURE) and the window; without the causal mask the keys after the query are UNWRITTEN (each
-    decoder row is the pass of its own step, which ran before they existed); cross-attention: hidden
-    source keys only. Where several reasons apply the first of FUTURE/UNWRITTEN, HIDDEN, WINDOW wins.
-    Returns a numpy ``int8`` array ``(n_q, n_k)``.
-    Raises ValueError for an unknown kind.
-    """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    out = np.zeros((n_q, n_k), dtype=np.int8)
-    q_pos, k_pos = np.arange(n_q)[:, None], np.arange(n_k)[None, :]
-    if kind != "cross" and window is not None:
-        out[~key_allowed(q_pos, k_pos, causal=False, window=window)] = WINDOW
-    if kind != "dec_self":
-        cols = [j for j in src_hidden if 0 <= j < n_k]
-        out[:, cols] = HIDDEN
-    if kind == "dec_self":
-        out[~key_allowed(q_pos, k_pos, causal=True, window=None)] = FUTURE if causal else UNWRITTEN
-    return out
-
-
-def shift_right(out_ids: Sequence[int], *, bos_id: int, eos_id: int, max_len: int | None = None) -> tuple[list[int], list[int]]:
-    """Decoder input and the tokens it predicts: ``([<bos>, y_1 .. y_n], [y_1 .. y_n, <eos>])``.
-
-    Row t of every decoder map is the query at input token t, which predicted output token t.
-    ``max_len`` cuts both to that many tokens.
-    """
-    tgt_in, tgt_out = [bos_id, *out_ids], [*out_ids, eos_id]
-    if max_len is not None:
-        tgt_in, tgt_out = tgt_in[:max_len], tgt_out[:max_len]
-    return tgt_in, tgt_out
+from model.facts import ABLATED, FUTURE, KINDS, REASON_NAMES, REASONS, UNWRITTEN, VISIBLE, BeamNode, cell_reasons
 
 
 # -- masks of one translation -----------------------------------------------------------------------
@@ -231,7 +144,7 @@ class AttentionView:
     k_tokens (K); predicted: the Q tokens each decoder row predicted (None for enc_self); reasons
     ``(Q, K)`` int8 reason codes, the same for every head; ablated: (layer, head), 0-based;
     head_names: names of the H columns (None: "head 1" ..); measure: what ``attn`` holds, for the colour bar and hover
-    ("weight"; "share", for the norm-weighted shares of ``model.attribution.norm_weighted_maps``, also on a 0–1 scale).
+    ("weight"; "share", for the norm-weighted shares of ``analysis.attribution.norm_weighted_maps``, also on a 0–1 scale).
     """
 
     kind: str
@@ -317,24 +230,6 @@ class Maps:
     shapes: list[Stage] = field(default_factory=list)
 
 
-@dataclass
-class BeamNode:
-    """One hypothesis in the beam-search tree.
-
-    id / parent: node ids (parent -1 for the root <bos>); token: the compact id it appended;
-    step: its output position (0 for the first output token); logprob: cumulative log-probability
-    (natural log); score: logprob / length_penalty for finished hypotheses, else None.
-    """
-
-    id: int
-    parent: int
-    token: int
-    step: int
-    logprob: float
-    finished: bool = False
-    score: float | None = None
-
-
 @dataclass(frozen=True)
 class BeamTree:
     """A beam search: every node of its tree (``BeamNode``: id, parent, token, step,
@@ -350,12 +245,12 @@ class BeamTree:
 
 @dataclass
 class Analysis:
-    """One translated input and every attention map of its translation (``model.analysis.analyze``).
+    """One translated input and every attention map of its translation (``analysis.analyze.analyze``).
 
     Decoder maps: row t is the query at ``tgt_in_tokens[t]``, which predicted ``tgt_out_tokens[t]``
-    (``shift_right``). settings: ``asdict(DecodeSettings)``; interventions: ``iv_dict(iv)``; beam:
+    (``shift_right``). settings: ``asdict(DecodeSettings)``; interventions: ``interventions_dict(interventions)``; beam:
     the tree when the method was beam search; steps: the decoding steps with their top candidates when it
-    was greedy or sampling (what ``model.analysis.step_trace`` returns for this input with no forced prefix).
+    was greedy or sampling (what ``analysis.analyze.step_trace`` returns for this input with no forced prefix).
     """
 
     source: Source
@@ -454,7 +349,7 @@ def trace_view(steps: Sequence[StepView], kind: str, src_tokens: list[str], *, c
 # -- inside one head -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class HeadTrace:
-    """One head's computation for one query token (``model.trace.head_trace``). Arrays are float32 numpy.
+    """One head's computation for one query token (``analysis.trace.head_trace``). Arrays are float32 numpy.
 
     D = d_model, Dh = d_head, H = n_heads, K = number of keys (S for enc_self and cross, T for dec_self).
 
@@ -475,7 +370,7 @@ class HeadTrace:
         q ``(Dh,)`` = x W^Q + b^Q, this head's slice; k, v ``(K, Dh)``: this head's keys and values.
         scores ``(K,)`` = q · k_j; scaled ``(K,)`` = scores / (sqrt(Dh) * tau), finite everywhere.
         mask ``(K,)`` bool: True where the key is hidden from this query; reasons ``(K,)`` int8: why
-            (``model.records`` codes VISIBLE, FUTURE, HIDDEN, WINDOW).
+            (``analysis.records`` codes VISIBLE, FUTURE, HIDDEN, WINDOW).
         weights ``(K,)``: softmax of the unmasked scaled scores (0 on masked keys; all 0 when every key is
             masked). For an ablated head these are what the head computed; the model reports them as 0.
         head_out ``(Dh,)`` = weights @ v.
@@ -540,7 +435,7 @@ class HeadTrace:
 
     @property
     def why(self) -> list[str | None]:
-        """Per key: the hover text of its mask reason (``model.records.REASONS``), None for a visible key."""
+        """Per key: the hover text of its mask reason (``model.facts.REASONS``), None for a visible key."""
         return [None if r == VISIBLE else REASONS[int(r)] for r in self.reasons]
 
 
@@ -638,6 +533,8 @@ def rollout(enc_self, *, residual: float = 0.5) -> np.ndarray:
 # -- attention beside attribution (the /explain page) -----------------------------------------------
 ATTENTION, NORM, ROLLOUT, IG, GRAD_INPUT = "attention", "norm-weighted", "rollout", "integrated gradients", "gradient × input"
 METHODS = (ATTENTION, NORM, ROLLOUT, IG, GRAD_INPUT)
+IG_STEPS = 1536  # Integrated Gradients: nodes of the path from the baseline, in IG_SEGMENTS segments (analysis.attribution)
+IG_SEGMENTS = 24
 """The five ways ``Explanation.scores`` scores the source tokens for one output token, in the order they are drawn."""
 
 
@@ -693,7 +590,7 @@ class Agreement:
 
 @dataclass(frozen=True)
 class IGPart:
-    """Integrated Gradients along one segment of the path (``model.attribution.ig_part``): ig ``(S,)`` per source token
+    """Integrated Gradients along one segment of the path (``analysis.attribution.ig_part``): ig ``(S,)`` per source token
     (nats), the Gauss-Legendre steps it took, and the objective at the segment's two ends."""
 
     ig: np.ndarray
@@ -747,7 +644,7 @@ class Explanation:
     """Why the decoder wrote one output token: five views of the source tokens from the same translation and interventions.
 
     The token is ``target``, written at decoder row ``position`` (the query at ``prefix_tokens[-1]``, teacher-forced on
-    the shown translation; ``model.attribution.explain``). L decoder layers, H heads, S source tokens. Arrays float32.
+    the shown translation; ``analysis.attribution.explain``). L decoder layers, H heads, S source tokens. Arrays float32.
 
     src_tokens (S); hidden ``(S,)`` bool: source tokens the interventions hide (no query reads them).
     candidates: the step's most probable tokens as (piece, compact id, probability), best first.
@@ -846,7 +743,7 @@ class Explanation:
 
 @dataclass(frozen=True)
 class LayerLens:
-    """Which words each layer would write (``model.attribution.layer_lens``), for one translation under its interventions.
+    """Which words each layer would write (``analysis.attribution.layer_lens``), for one translation under its interventions.
 
     Logit lens (nostalgebraist 2020) on the decoder, teacher-forced on the shown translation: row ``i`` of the arrays is
     ``dec_names[i]`` ("embeddings", "layer 1" .. "layer L_dec"), that state put through the final LayerNorm (where the

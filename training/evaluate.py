@@ -1,11 +1,11 @@
 """Score a checkpoint with sacreBLEU.
 
-    python -m model.evaluate --corpus tatoeba --split dev            # one corpus's split, by name
-    python -m model.evaluate --corpus multi30k --corpus tatoeba --split dev   # each, and their mix
-    python -m model.evaluate --data DIR --split test_2016_flickr     # any folder of {split}.{en,de}[.gz]
-    python -m model.evaluate --all                                   # every test split of every corpus
+    python -m training.evaluate --corpus tatoeba --split dev            # one corpus's split, by name
+    python -m training.evaluate --corpus multi30k --corpus tatoeba --split dev   # each, and their mix
+    python -m training.evaluate --data DIR --split test_2016_flickr     # any folder of {split}.{en,de}[.gz]
+    python -m training.evaluate --all                                   # every test split of every corpus
 
-A corpus is a folder under the data root (``model.data.data_root``); ``--split dev`` and ``--split
+A corpus is a folder under the data root (``training.corpora.data_root``); ``--split dev`` and ``--split
 test`` name a corpus's own tuning and test splits (``val`` / ``test_2016_flickr`` for Multi30k).
 Prints sacreBLEU's score lines (``BLEU = …``, ``chrF2 = …``; cased, detokenized, default 13a
 tokenization) and signatures for greedy and beam-search decoding (the app's default settings,
@@ -24,9 +24,10 @@ import torch
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm import tqdm
 
-from model.analysis import DecodeSettings
 from model.checkpoint import load_checkpoint
-from model.data import (
+from model.decoding import beam_search, greedy_batch
+from model.settings import DecodeSettings
+from training.corpora import (
     corpus_dir,
     data_root,
     default_data_dir,
@@ -37,8 +38,7 @@ from model.data import (
     test_splits,
     token_batches,
 )
-from model.decoding import beam_search, greedy_batch
-from model.train import encode_pairs
+from training.train import encode_pairs
 
 
 def translate(

@@ -1,6 +1,6 @@
 """Inside one head: every number of one attention sub-layer for one query, from one forward pass.
 
-``head_trace`` translates a sentence as ``model.analysis.analyze`` does (the same translation the app
+``head_trace`` translates a sentence as ``analysis.analyze.analyze`` does (the same translation the app
 shows), runs ONE teacher-forced pass over the source and the shifted output (``shift_right``) under the
 same interventions (with the causal mask off, a decoder query's pass is its own step's: the prefix up to
 the query, as decoding ran it), and then works the chosen attention sub-layer out by hand from the module's own
@@ -23,7 +23,7 @@ weights, for one query token:
 
 ``nn.Linear`` layers carry a bias (the paper writes the projections without one), so ``q``, ``k``,
 ``v`` and ``attn_out`` include it. Everything is returned as float32 numpy in a ``HeadTrace``: no
-tensor, no model (the record lives in ``model.records``), so the app can cache it and ``viz.head`` can draw it.
+tensor, no model (the record lives in ``analysis.records``), so the app can cache it and ``viz.head`` can draw it.
 """
 
 from __future__ import annotations
@@ -36,18 +36,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from model.analysis import (
-    Analysis,
-    DecodeSettings,
-    InputError,
-    analyze,
-    iv_masks,
-    only_result,
-    padded_batches,
-    predicted_tokens,
-    prepare_source,
-)
-from model.records import KINDS, VISIBLE, HeadTrace, KindMask, shift_right
+from analysis.analyze import analyze, intervention_masks, only_result, padded_batches, predicted_tokens, prepare_source
+from analysis.records import Analysis, HeadTrace, KindMask
+from model.facts import KINDS, VISIBLE, InputError, shift_right
+from model.settings import DecodeSettings
 from model.tokenizer import Tokenizer
 from model.transformer import (
     NO_INTERVENTIONS,
@@ -111,20 +103,20 @@ def head_trace(
     head: int,
     query: int,
     settings: DecodeSettings | None = None,
-    iv: Interventions = NO_INTERVENTIONS,
+    interventions: Interventions = NO_INTERVENTIONS,
     analysis: Analysis | None = None,
 ) -> HeadTrace:
     """Trace head ``head`` of ``kind`` in ``layer`` for query row ``query`` of the translation of ``text``.
 
     Args:
         model, tok: the model (eval mode) and its tokenizer.
-        text: the source sentence; it is translated with ``settings`` under ``iv`` exactly as
-            ``model.analysis.analyze`` does, and the trace follows that translation.
+        text: the source sentence; it is translated with ``settings`` under ``interventions`` exactly as
+            ``analysis.analyze.analyze`` does, and the trace follows that translation.
         kind: "enc_self", "dec_self" or "cross". layer, head, query: 0-based, as in the arrays of
             ``Maps`` (query: a source position for enc_self, a decoder input position otherwise).
-        settings: ``model.analysis.DecodeSettings`` (None: ``DecodeSettings()``, greedy).
-        iv: interventions (hidden source tokens, causal mask, window, temperature, ablated heads, PE).
-        analysis: ``analyze(model, tok, text, settings, iv)`` where the caller has it already (the app's pages
+        settings: ``model.settings.DecodeSettings`` (None: ``DecodeSettings()``, greedy).
+        interventions: interventions (hidden source tokens, causal mask, window, temperature, ablated heads, PE).
+        analysis: ``analyze(model, tok, text, settings, interventions)`` where the caller has it already (the app's pages
             do): the translation is then not decoded a second time. It must be that call's result.
 
     Returns:
@@ -132,27 +124,31 @@ def head_trace(
         for an ablated head), and its ``attn_out`` is the module's own output for this query.
 
     Raises:
-        InputError: (``model.analysis``) for empty text.
+        InputError: (``analysis.analyze``) for empty text.
         ValueError: for an unknown kind, or a layer, head or query out of range.
     """
     _check(kind, layer, head, model)
-    a = analysis if analysis is not None else analyze(model, tok, text, DecodeSettings() if settings is None else settings, iv)
+    a = (
+        analysis
+        if analysis is not None
+        else analyze(model, tok, text, DecodeSettings() if settings is None else settings, interventions)
+    )
     t = _Translation.of(model, a, kind)
-    T = _pass_length(t, kind, query, iv)
+    T = _pass_length(t, kind, query, interventions)
     device = next(model.parameters()).device
     src_t = torch.tensor([t.src_ids], device=device)  # (1, S)
     tgt_t = torch.tensor([t.tgt_in[:T]], device=device)  # (1, T)
-    inter = _intermediates(model, src_t, tgt_t, iv)  # the one pass: every layer's input rows
-    return _trace(model, t, kind, layer, head, query, iv, _rows_of(inter, 0, len(t.src_ids), T))
+    inter = _intermediates(model, src_t, tgt_t, interventions)  # the one pass: every layer's input rows
+    return _trace(model, t, kind, layer, head, query, interventions, _rows_of(inter, 0, len(t.src_ids), T))
 
 
-def _intermediates(model: Transformer, src: Tensor, tgt: Tensor, iv: Interventions) -> dict[str, Tensor]:
+def _intermediates(model: Transformer, src: Tensor, tgt: Tensor, interventions: Interventions) -> dict[str, Tensor]:
     """The intermediates of the teacher-forced pass over ``src (B, S)`` and ``tgt (B, T)``: every layer's input rows.
     The generator runs on one row only (``logits_at``): a trace reads no logits, and over every row they cost a
     quarter of the pass."""
-    enc = model.encode(src, iv, need_intermediates=True)
+    enc = model.encode(src, interventions, need_intermediates=True)
     at = torch.zeros(src.size(0), dtype=torch.long, device=src.device)  # (B,)
-    return {**enc.intermediates, **model.decode(tgt, enc, iv, need_intermediates=True, logits_at=at).intermediates}
+    return {**enc.intermediates, **model.decode(tgt, enc, interventions, need_intermediates=True, logits_at=at).intermediates}
 
 
 def _rows_of(inter: dict[str, Tensor], b: int, S: int, T: int) -> dict[str, Tensor]:
@@ -164,16 +160,18 @@ def _rows_of(inter: dict[str, Tensor], b: int, S: int, T: int) -> dict[str, Tens
 TraceItem = tuple[str, tuple[int, ...], bool, str, int, int, int]  # (text, out_ids, finished, kind, layer, head, query)
 
 
-def head_trace_item(model: Transformer, tok: Tokenizer, item: TraceItem, iv: Interventions = NO_INTERVENTIONS) -> HeadTrace:
+def head_trace_item(
+    model: Transformer, tok: Tokenizer, item: TraceItem, interventions: Interventions = NO_INTERVENTIONS
+) -> HeadTrace:
     """``head_trace_many`` of one item: ``serving.worker.ModelWorker.call_many`` runs one or the other."""
-    return only_result(head_trace_many(model, tok, [item], iv))
+    return only_result(head_trace_many(model, tok, [item], interventions))
 
 
 @torch.inference_mode()
 def head_trace_many(
-    model: Transformer, tok: Tokenizer, items: Sequence[TraceItem], iv: Interventions = NO_INTERVENTIONS
+    model: Transformer, tok: Tokenizer, items: Sequence[TraceItem], interventions: Interventions = NO_INTERVENTIONS
 ) -> list[HeadTrace | ValueError | InputError]:
-    """``head_trace`` of many ``(text, out_ids, finished, kind, layer, head, query)`` under one ``iv``, each following the
+    """``head_trace`` of many ``(text, out_ids, finished, kind, layer, head, query)`` under one ``interventions``, each following the
     translation ``out_ids`` (``Analysis.out_ids`` and ``.finished`` of the page's analysis: nothing is decoded here),
     the intermediates of every item from one padded pass (sources and decoder inputs right-padded: the padding mask
     and the causal mask hide the padding from every real row). For each item its ``HeadTrace``, equal to its own
@@ -189,15 +187,15 @@ def head_trace_many(
             source = prepare_source(tok, text, cfg.max_len)
             tgt_in, tgt_out = shift_right(list(out_ids), bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
             out_tokens = predicted_tokens(tok, tgt_out, finished)
-            masks = iv_masks(iv, len(source.ids), len(tgt_in))[kind]
+            masks = intervention_masks(interventions, len(source.ids), len(tgt_in))[kind]
             t = _Translation(source.ids, source.tokens, tgt_in, [tok.piece_text(j) for j in tgt_in], out_tokens, masks)
-            ready[i] = (t, _pass_length(t, kind, query, iv))
+            ready[i] = (t, _pass_length(t, kind, query, interventions))
         except (ValueError, InputError) as e:
             results[i] = e
     groups: dict[int | None, list[int]] = {}
     for i in sorted(ready, key=lambda i: len(ready[i][0].src_ids)):  # similar lengths together: less padding
         kind = items[i][3]
-        groups.setdefault(None if iv.causal or kind == "enc_self" else ready[i][1], []).append(i)
+        groups.setdefault(None if interventions.causal or kind == "enc_self" else ready[i][1], []).append(i)
     for group in groups.values():
         for batch in padded_batches(group, lambda i: len(ready[i][0].src_ids), TRACE_BATCH_MAX, TRACE_BATCH_TOKENS):
             S = max(len(ready[i][0].src_ids) for i in batch)
@@ -208,11 +206,11 @@ def head_trace_many(
                 t, n = ready[i]
                 src[b, : len(t.src_ids)] = torch.tensor(t.src_ids)
                 tgt[b, :n] = torch.tensor(t.tgt_in[:n])
-            inter = _intermediates(model, src, tgt, iv)
+            inter = _intermediates(model, src, tgt, interventions)
             for b, i in enumerate(batch):
                 t, n = ready[i]
                 _, _, _, kind, layer, head, query = items[i]
-                results[i] = _trace(model, t, kind, layer, head, query, iv, _rows_of(inter, b, len(t.src_ids), n))
+                results[i] = _trace(model, t, kind, layer, head, query, interventions, _rows_of(inter, b, len(t.src_ids), n))
     return results
 
 
@@ -237,14 +235,14 @@ class _Translation:
         return _Translation(a.source.ids, a.source.tokens, tgt_in, a.tgt_in_tokens, a.tgt_out_tokens, a.maps.masks[kind])
 
 
-def _pass_length(t: _Translation, kind: str, query: int, iv: Interventions) -> int:
-    """Decoder rows of the pass that computed row ``query`` (model.analysis.decode_time_maps): under the causal mask
+def _pass_length(t: _Translation, kind: str, query: int, interventions: Interventions) -> int:
+    """Decoder rows of the pass that computed row ``query`` (analysis.analyze.decode_time_maps): under the causal mask
     one pass over the whole output; without it, decoder row ``query`` is step ``query``'s own pass over the prefix.
     Raises ValueError for a query out of range."""
     n_q = len(t.src_tokens if kind == "enc_self" else t.tgt_in_tokens)
     if not 0 <= query < n_q:
         raise ValueError(f"query {query} is out of range: {kind} has {n_q} query tokens (count from 0)")
-    return query + 1 if kind != "enc_self" and not iv.causal else len(t.tgt_in_tokens)
+    return query + 1 if kind != "enc_self" and not interventions.causal else len(t.tgt_in_tokens)
 
 
 def _trace(
@@ -254,7 +252,7 @@ def _trace(
     layer: int,
     head: int,
     query: int,
-    iv: Interventions,
+    interventions: Interventions,
     inter: dict[str, Tensor],
 ) -> HeadTrace:
     """The ``HeadTrace`` from the pass's intermediates of this one item, each ``(rows, D)`` (S rows for the encoder's and
@@ -264,9 +262,9 @@ def _trace(
 
     src, tgt = t.src_tokens, t.tgt_in_tokens[:T]
     q_tokens, k_tokens = {"enc_self": (src, src), "dec_self": (tgt, tgt), "cross": (tgt, src)}[kind]
-    reasons = t.masks.reasons[: len(q_tokens), : len(k_tokens)]  # (Q, K) int8 (model.records.cell_reasons)
+    reasons = t.masks.reasons[: len(q_tokens), : len(k_tokens)]  # (Q, K) int8 (model.facts.cell_reasons)
     mask = torch.from_numpy(reasons != VISIBLE).to(device)  # (Q, K) True = hidden
-    opts = {"temperature": iv.temperature, "need_weights": True}
+    opts = {"temperature": interventions.temperature, "need_weights": True}
 
     if kind == "enc_self":
         lay: EncoderLayer = model.encoder[layer]
@@ -282,16 +280,18 @@ def _trace(
         else:
             # the decoder state after the self-attention sub-layer: y = post(y + SelfAttn(pre(y))), every row
             h = dl.self_attn_norm.pre(y)[None]  # (1, T, D)
-            allowed = band(T, T, 0, causal=iv.causal, window=iv.window, device=device)  # (T, T) the pass's own mask, or None
-            hm_self = iv.head_mask("dec_self", layer, cfg.n_heads)
+            allowed = band(
+                T, T, 0, causal=interventions.causal, window=interventions.window, device=device
+            )  # (T, T) the pass's own mask, or None
+            hm_self = interventions.head_mask("dec_self", layer, cfg.n_heads)
             a_self, _, _ = dl.self_attn(h, h, None if allowed is None else allowed[None, None], head_mask=hm_self, **opts)
             resid_all = dl.self_attn_norm.post(y + a_self[0])  # (T, D)
             mha, norm, next_norm, label = dl.cross_attn, dl.cross_attn_norm, dl.ff_norm, "feed-forward"
             kv_x = inter["memory"]  # (S, D): keys and values come from the encoder memory
-    hm = iv.head_mask(kind, layer, cfg.n_heads)
+    hm = interventions.head_mask(kind, layer, cfg.n_heads)
     resid = resid_all[query]  # (D,)
     x = norm.pre(resid[None])[0]  # (D,)
-    q, k, v, scores, scaled, weights, heads, concat = _by_hand(mha, x, kv_x, mask[query], iv.temperature, hm)
+    q, k, v, scores, scaled, weights, heads, concat = _by_hand(mha, x, kv_x, mask[query], interventions.temperature, hm)
     out, _, _ = mha(x[None, None], kv_x[None], ~mask[query][None, None, None], head_mask=hm, **opts)  # the module's own call
     attn_out = out[0, 0]  # (D,)
     added = resid + attn_out  # (D,)
@@ -305,7 +305,7 @@ def _trace(
         head=head,
         query=query,
         d_head=cfg.d_head,
-        temperature=float(iv.temperature),
+        temperature=float(interventions.temperature),
         norm_first=cfg.norm_first,
         q_tokens=list(q_tokens),
         k_tokens=list(k_tokens),
