@@ -39,13 +39,13 @@ from analysis.records import (
 from model.decoding import Step, beam_search, generate_steps, greedy_steps_batch, max_new_tokens, strip
 from model.facts import InputError, shift_right
 from model.settings import DecodeSettings
-from model.tokenizer import Tokenizer
+from model.tokenizer import PieceTokenizer
 from model.transformer import NO_INTERVENTIONS, EncoderResult, Interventions, Transformer, TransformerConfig
 
 STEP_CANDIDATES = 8  # top candidates kept per decoding step (the step view's bar chart)
 
 
-def prepare_source(tok: Tokenizer, text: str, max_len: int) -> Source:
+def prepare_source(tok: PieceTokenizer, text: str, max_len: int) -> Source:
     """Encode ``text`` for the encoder, cutting it to ``max_len - 1`` pieces plus <eos>.
 
     Raises:
@@ -212,7 +212,7 @@ def interventions_dict(interventions: Interventions) -> dict:
 @torch.inference_mode()
 def analyze(
     model: Transformer,
-    tok: Tokenizer,
+    tok: PieceTokenizer,
     text: str,
     settings: DecodeSettings = DecodeSettings(),
     interventions: Interventions = NO_INTERVENTIONS,
@@ -272,7 +272,7 @@ def only_result(results: Sequence):
     return results[0]
 
 
-def predicted_tokens(tok: Tokenizer, tgt_out: Sequence[int], finished: bool) -> list[str]:
+def predicted_tokens(tok: PieceTokenizer, tgt_out: Sequence[int], finished: bool) -> list[str]:
     """``Analysis.tgt_out_tokens``: the piece each decoder row predicts, the last one "…" when the token budget ran out
     (that row predicts a token that was not kept)."""
     out = [tok.piece_text(i) for i in tgt_out]
@@ -283,7 +283,7 @@ def predicted_tokens(tok: Tokenizer, tgt_out: Sequence[int], finished: bool) -> 
 
 def _analysis(
     model: Transformer,
-    tok: Tokenizer,
+    tok: PieceTokenizer,
     src: Source,
     settings: DecodeSettings,
     interventions: Interventions,
@@ -339,7 +339,7 @@ def padded_batches(order: Sequence[int], length: Callable[[int], int], max_items
 @torch.inference_mode()
 def analyze_many(
     model: Transformer,
-    tok: Tokenizer,
+    tok: PieceTokenizer,
     texts: Sequence[str],
     settings: DecodeSettings = DecodeSettings(),
     interventions: Interventions = NO_INTERVENTIONS,
@@ -373,7 +373,7 @@ def analyze_many(
 
 
 def _greedy_batch(
-    model: Transformer, tok: Tokenizer, sources: list[Source], settings: DecodeSettings, interventions: Interventions
+    model: Transformer, tok: PieceTokenizer, sources: list[Source], settings: DecodeSettings, interventions: Interventions
 ) -> list[Analysis]:
     """``analyze`` (greedy) of prepared sources, decoded as one padded batch."""
     cfg = model.cfg
@@ -405,7 +405,7 @@ def _greedy_batch(
 
 def step_trace(
     model: Transformer,
-    tok: Tokenizer,
+    tok: PieceTokenizer,
     src_ids: Sequence[int],
     *,
     settings: DecodeSettings = DecodeSettings(),
@@ -425,7 +425,7 @@ def step_trace(
     return step_views(tok, steps, interventions, len(src_ids))
 
 
-def step_views(tok: Tokenizer, steps: Iterable[Step], interventions: Interventions, n_src: int) -> list[StepView]:
+def step_views(tok: PieceTokenizer, steps: Iterable[Step], interventions: Interventions, n_src: int) -> list[StepView]:
     """Decoding steps (``model.decoding.Step``) as plain ``StepView`` records, with the cells ``interventions`` hid in each
     step's query row; ``n_src``: source length S."""
     steps = list(steps)
@@ -455,7 +455,7 @@ def step_views(tok: Tokenizer, steps: Iterable[Step], interventions: Interventio
 
 
 def reference_maps(
-    model: Transformer, tok: Tokenizer, src: Source, reference: str, interventions: Interventions = NO_INTERVENTIONS
+    model: Transformer, tok: PieceTokenizer, src: Source, reference: str, interventions: Interventions = NO_INTERVENTIONS
 ) -> tuple[Maps, list[str], list[str]]:
     """Teacher-forced maps for a user-typed reference translation: (maps, decoder input tokens, predicted tokens).
 
@@ -478,7 +478,7 @@ def encoder_states(model: Transformer, src_ids: Sequence[int], *, use_pos_encodi
     return _np(enc.memory[0])
 
 
-def word_order_demo(model: Transformer, tok: Tokenizer, a: str, b: str) -> WordOrder:
+def word_order_demo(model: Transformer, tok: PieceTokenizer, a: str, b: str) -> WordOrder:
     """Encode two sentences made of the same pieces in another order (e.g. "John loves Mary" /
     "Mary loves John"), with positional encoding off and on.
 
@@ -524,7 +524,7 @@ def align_pieces(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
     return pairs
 
 
-def encoder_distance(model: Transformer, tok: Tokenizer, a: str, b: str) -> EncoderDistance:
+def encoder_distance(model: Transformer, tok: PieceTokenizer, a: str, b: str) -> EncoderDistance:
     """Per-token L2 distance between the encoder outputs (memory) of two inputs: which tokens'
     representations moved when A became B.
 

@@ -48,7 +48,7 @@ from analysis.analyze import intervention_masks, only_result, padded_batches
 from analysis.records import IG_SEGMENTS, IG_STEPS, Explanation, IGPart, IGResult, LayerLens, Maps, head_average, rollout
 from model.decoding import decode_ids, max_new_tokens
 from model.facts import shift_right
-from model.tokenizer import Tokenizer
+from model.tokenizer import PieceTokenizer
 from model.transformer import (
     NO_INTERVENTIONS,
     EncoderResult,
@@ -366,7 +366,7 @@ def ig_part(
 
 def explain(
     model: Transformer,
-    tok: Tokenizer,
+    tok: PieceTokenizer,
     src_ids: Sequence[int],
     out_ids: Sequence[int],
     position: int,
@@ -420,7 +420,7 @@ ExplainItem = tuple[tuple[int, ...], tuple[int, ...], int, "int | None"]  # (src
 
 
 def explain_item(
-    model: Transformer, tok: Tokenizer, item: ExplainItem, interventions: Interventions = NO_INTERVENTIONS
+    model: Transformer, tok: PieceTokenizer, item: ExplainItem, interventions: Interventions = NO_INTERVENTIONS
 ) -> Explanation:
     """``explain_many`` of one ``(src_ids, out_ids, position, contrast)``: ``serving.worker.ModelWorker.call_many`` runs
     one or the other. Raises ValueError as ``explain`` does."""
@@ -428,7 +428,7 @@ def explain_item(
 
 
 def explain_many(
-    model: Transformer, tok: Tokenizer, items: Sequence[ExplainItem], interventions: Interventions = NO_INTERVENTIONS
+    model: Transformer, tok: PieceTokenizer, items: Sequence[ExplainItem], interventions: Interventions = NO_INTERVENTIONS
 ) -> list[Explanation | ValueError]:
     """``explain`` (without Integrated Gradients) of many ``(src_ids, out_ids, position, contrast)`` under one ``interventions``: for each its
     ``Explanation`` (no Integrated Gradients), or the ValueError ``explain`` would raise for it (returned, not raised).
@@ -504,7 +504,7 @@ def _explain_batch(model, tok, items, checked, interventions: Interventions, dev
 
 def _explanation(
     model: Transformer,
-    tok: Tokenizer,
+    tok: PieceTokenizer,
     src_ids: Sequence[int],
     prefix_ids: Sequence[int],
     position: int,
@@ -608,7 +608,7 @@ def decoder_lens_ids(
 
 def layer_lens(
     model: Transformer,
-    tok: Tokenizer,
+    tok: PieceTokenizer,
     src_ids: Sequence[int],
     out_ids: Sequence[int],
     interventions: Interventions = NO_INTERVENTIONS,

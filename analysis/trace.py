@@ -40,7 +40,7 @@ from analysis.analyze import analyze, intervention_masks, only_result, padded_ba
 from analysis.records import Analysis, HeadTrace, KindMask
 from model.facts import KINDS, VISIBLE, InputError, shift_right
 from model.settings import DecodeSettings
-from model.tokenizer import Tokenizer
+from model.tokenizer import PieceTokenizer
 from model.transformer import (
     NO_INTERVENTIONS,
     DecoderLayer,
@@ -95,7 +95,7 @@ def _by_hand(mha: MultiHeadAttention, x: Tensor, kv_x: Tensor, mask: Tensor, tau
 @torch.inference_mode()
 def head_trace(
     model: Transformer,
-    tok: Tokenizer,
+    tok: PieceTokenizer,
     text: str,
     *,
     kind: str,
@@ -161,7 +161,7 @@ TraceItem = tuple[str, tuple[int, ...], bool, str, int, int, int]  # (text, out_
 
 
 def head_trace_item(
-    model: Transformer, tok: Tokenizer, item: TraceItem, interventions: Interventions = NO_INTERVENTIONS
+    model: Transformer, tok: PieceTokenizer, item: TraceItem, interventions: Interventions = NO_INTERVENTIONS
 ) -> HeadTrace:
     """``head_trace_many`` of one item: ``serving.worker.ModelWorker.call_many`` runs one or the other."""
     return only_result(head_trace_many(model, tok, [item], interventions))
@@ -169,7 +169,7 @@ def head_trace_item(
 
 @torch.inference_mode()
 def head_trace_many(
-    model: Transformer, tok: Tokenizer, items: Sequence[TraceItem], interventions: Interventions = NO_INTERVENTIONS
+    model: Transformer, tok: PieceTokenizer, items: Sequence[TraceItem], interventions: Interventions = NO_INTERVENTIONS
 ) -> list[HeadTrace | ValueError | InputError]:
     """``head_trace`` of many ``(text, out_ids, finished, kind, layer, head, query)`` under one ``interventions``, each following the
     translation ``out_ids`` (``Analysis.out_ids`` and ``.finished`` of the page's analysis: nothing is decoded here),

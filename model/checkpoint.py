@@ -27,7 +27,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from model.spm_tokenizer import SentencePieceTokenizer
-from model.tokenizer import PieceTokenizer, Tokenizer
+from model.tokenizer import PieceTokenizer, TiktokenTokenizer
 from model.transformer import Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,18 +128,18 @@ class Loaded:
     """A model in eval mode on its device, its tokenizer and the folder it came from."""
 
     model: Transformer
-    tokenizer: PieceTokenizer  # a Tokenizer, or a SentencePieceTokenizer for an imported model
+    tokenizer: PieceTokenizer  # a TiktokenTokenizer, or a SentencePieceTokenizer for an imported model
     path: Path
     device: torch.device
 
 
 def load_tokenizer(folder: str | Path) -> PieceTokenizer:
     """The tokenizer of a checkpoint folder: ``SentencePieceTokenizer`` if it holds ``source.spm`` (an imported
-    OPUS-MT model), else ``Tokenizer`` (tiktoken pieces). Errors as the two ``load`` methods raise them."""
+    OPUS-MT model), else ``TiktokenTokenizer`` (tiktoken pieces). Errors as the two ``load`` methods raise them."""
     p = Path(folder)
     if (p / "source.spm").is_file():
         return SentencePieceTokenizer.load(p / "vocab.json")
-    return Tokenizer.load(p / "vocab.json")
+    return TiktokenTokenizer.load(p / "vocab.json")
 
 
 class CheckpointError(ValueError):

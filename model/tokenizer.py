@@ -79,7 +79,7 @@ class Piece:
 
 
 class PieceTokenizer(Protocol):
-    """What the model code and the pages use of a tokenizer: ``Tokenizer`` (tiktoken pieces, this project's
+    """What the model code and the pages use of a tokenizer: ``TiktokenTokenizer`` (tiktoken pieces, this project's
     models) and ``model.spm_tokenizer.SentencePieceTokenizer`` (imported OPUS-MT models) both provide it.
 
     ``id_name`` / ``origin_id_name`` head the token table's columns of ``Piece.id`` and ``Piece.origin_id``;
@@ -110,7 +110,7 @@ class PieceTokenizer(Protocol):
     def save(self, path: str | Path) -> None: ...
 
 
-class Tokenizer:
+class TiktokenTokenizer:
     """Maps text to compact ids and back; see the module docstring for the id layout."""
 
     def __init__(self, cl100k_ids: Iterable[int], tgt_vocab_size: int | None = None):
@@ -147,7 +147,7 @@ class Tokenizer:
     @classmethod
     def build(
         cls, texts: Iterable[str], min_freq: int = 2, tgt_texts: Iterable[str] | None = None, tgt_min_freq: int = 2
-    ) -> Tokenizer:
+    ) -> PieceTokenizer:
         """Keep every cl100k piece seen at least ``min_freq`` times in ``texts``, most frequent first.
 
         With ``tgt_texts`` (the target side; ``texts`` are then the source side), counts cover both
@@ -178,7 +178,7 @@ class Tokenizer:
         Path(path).write_text(json.dumps(data))
 
     @classmethod
-    def load(cls, path: str | Path) -> Tokenizer:
+    def load(cls, path: str | Path) -> PieceTokenizer:
         """Read ``vocab.json``. Raises ValueError if it does not have this layout."""
         data = json.loads(Path(path).read_text())  # bad JSON: json.JSONDecodeError, a ValueError
         ids = data.get("cl100k_ids") if isinstance(data, dict) else None

@@ -527,7 +527,7 @@ class Transformer(nn.Module):
     """The encoder-decoder Transformer (section 3, Figure 1).
 
     ``encode(src)`` -> memory, ``decode(tgt, enc)`` -> logits, ``forward(src, tgt)`` both.
-    Token ids are compact ids of ``model.tokenizer.Tokenizer``; ``src (B, S)`` and
+    Token ids are compact ids of ``model.tokenizer.TiktokenTokenizer``; ``src (B, S)`` and
     ``tgt (B, T)`` are padded with ``cfg.pad_id``; ``tgt`` starts with ``<bos>``.
     """
 

@@ -24,7 +24,7 @@ from model.checkpoint import (
     pick_device,
     save_checkpoint,
 )
-from model.tokenizer import Tokenizer
+from model.tokenizer import PieceTokenizer, TiktokenTokenizer
 from model.transformer import Interventions, Transformer, TransformerConfig
 from training.train import load_state, save_state
 
@@ -38,17 +38,17 @@ VARIANTS = {
 
 
 @pytest.fixture(scope="module")
-def tok() -> Tokenizer:
-    return Tokenizer.build(CORPUS)
+def tok() -> PieceTokenizer:
+    return TiktokenTokenizer.build(CORPUS)
 
 
-def make_model(tok: Tokenizer, seed: int = 0, **overrides) -> Transformer:
+def make_model(tok: PieceTokenizer, seed: int = 0, **overrides) -> Transformer:
     cfg = dict(vocab_size=tok.vocab_size, d_model=16, n_heads=2, d_ff=32, n_enc_layers=1, n_dec_layers=2, dropout=0.1, max_len=32)
     torch.manual_seed(seed)
     return Transformer(TransformerConfig(**{**cfg, **overrides}))
 
 
-def sample(tok: Tokenizer):
+def sample(tok: PieceTokenizer):
     src = torch.tensor([tok.encode(" A man is riding a bicycle.") + [tok.eos_id]])
     tgt = torch.tensor([[tok.bos_id] + tok.encode(" Two dogs are playing")])
     return src, tgt
@@ -115,7 +115,7 @@ def test_weights_file_is_safetensors_fp16(tok, tmp_path):
     assert header["src_emb.weight"]["shape"] == [tok.vocab_size, 16]
     assert not (tmp_path / "model.safetensors.tmp").exists()
     assert json.loads((tmp_path / "config.json").read_text())["vocab_size"] == tok.vocab_size
-    assert Tokenizer.load(tmp_path / "vocab.json").cl100k_of == tok.cl100k_of
+    assert TiktokenTokenizer.load(tmp_path / "vocab.json").cl100k_of == tok.cl100k_of
 
 
 def test_loaded_model_is_frozen_and_in_eval_mode(tok, tmp_path):
@@ -144,13 +144,13 @@ def test_missing_folder_raises_file_not_found(tmp_path):
 
 def test_vocab_that_does_not_match_the_config_raises(tok, tmp_path):
     save_checkpoint(make_model(tok), tok, tmp_path)
-    Tokenizer.build(CORPUS + ["Many more words give a bigger vocabulary."] * 2).save(tmp_path / "vocab.json")
+    TiktokenTokenizer.build(CORPUS + ["Many more words give a bigger vocabulary."] * 2).save(tmp_path / "vocab.json")
     with pytest.raises(ValueError, match="vocab"):
         load_checkpoint(tmp_path, "cpu")
 
 
 def test_weights_that_do_not_fit_the_config_raise_value_error(tok, tmp_path):
-    bigger = Tokenizer.build(CORPUS + ["Many more words give a bigger vocabulary."] * 2)
+    bigger = TiktokenTokenizer.build(CORPUS + ["Many more words give a bigger vocabulary."] * 2)
     save_checkpoint(make_model(bigger), bigger, tmp_path / "big")
     save_checkpoint(make_model(tok), tok, tmp_path / "small")
     (tmp_path / "small" / "model.safetensors").write_bytes((tmp_path / "big" / "model.safetensors").read_bytes())
@@ -173,7 +173,7 @@ def test_pick_device():
 
 
 def test_target_vocabulary_round_trips_and_must_match_the_config(tmp_path):
-    tok = Tokenizer.build(CORPUS, tgt_texts=["Two dogs are playing in the snow."] * 2)
+    tok = TiktokenTokenizer.build(CORPUS, tgt_texts=["Two dogs are playing in the snow."] * 2)
     assert tok.tgt_vocab_size < tok.vocab_size
     model = make_model(tok, tgt_vocab_size=tok.tgt_vocab_size)
     save_checkpoint(model, tok, tmp_path)
@@ -182,7 +182,7 @@ def test_target_vocabulary_round_trips_and_must_match_the_config(tmp_path):
     src, tgt = sample(tok)
     with torch.no_grad():
         assert loaded.model(src, tgt).logits.shape[-1] == tok.tgt_vocab_size
-    Tokenizer.build(CORPUS).save(tmp_path / "vocab.json")  # same pieces, no target part
+    TiktokenTokenizer.build(CORPUS).save(tmp_path / "vocab.json")  # same pieces, no target part
     with pytest.raises(ValueError, match="target"):
         load_checkpoint(tmp_path, "cpu")
 

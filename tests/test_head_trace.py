@@ -26,7 +26,7 @@ from analysis.trace import HeadTrace, head_trace, head_trace_many
 from model.checkpoint import load_checkpoint
 from model.facts import FUTURE, HIDDEN, KINDS, VISIBLE, WINDOW, InputError, shift_right
 from model.settings import DecodeSettings
-from model.tokenizer import Tokenizer
+from model.tokenizer import PieceTokenizer, TiktokenTokenizer
 from model.transformer import Interventions, Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,10 +54,10 @@ def rev():
 
 
 @pytest.fixture(scope="module")
-def tok() -> Tokenizer:
+def tok() -> PieceTokenizer:
     if not (REVERSE / "vocab.json").exists():
         pytest.skip(f"no reverse vocabulary at {REVERSE}")
-    return Tokenizer.load(REVERSE / "vocab.json")
+    return TiktokenTokenizer.load(REVERSE / "vocab.json")
 
 
 def random_model(norm_first: bool) -> Transformer:
@@ -80,7 +80,7 @@ def modules(model: Transformer, kind: str, layer: int):
 
 def model_tensors(
     model: Transformer,
-    tok: Tokenizer,
+    tok: PieceTokenizer,
     text: str,
     settings: DecodeSettings,
     interventions: Interventions,
@@ -114,7 +114,9 @@ def close(a, b, tol: float = TOL) -> None:
     np.testing.assert_allclose(np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32), atol=tol, rtol=0)
 
 
-def check_trace(model: Transformer, tok: Tokenizer, t: HeadTrace, settings: DecodeSettings, interventions: Interventions) -> None:
+def check_trace(
+    model: Transformer, tok: PieceTokenizer, t: HeadTrace, settings: DecodeSettings, interventions: Interventions
+) -> None:
     """Every property a HeadTrace promises, against the model's own tensors."""
     kind, layer, head, query, Dh = t.kind, t.layer, t.head, t.query, t.d_head
     # the pass that computed the row: without the causal mask a decoder row is its own step's pass, over the prefix

@@ -18,7 +18,7 @@ import re
 import pytest
 
 from model.checkpoint import PRETRAINED, load_checkpoint
-from model.tokenizer import Tokenizer
+from model.tokenizer import TiktokenTokenizer
 from training.corpora import NUMBER, capital_pieces, data_root, entity_pools, read_lines, word_pieces
 from training.evaluate import translate
 
@@ -175,7 +175,7 @@ def test_no_name_is_in_the_substitution_pool_of_the_shipped_model(member):
     args = shipped_training_args()[member]
     if not args.get("entity_swap"):
         pytest.skip("the shipped model was trained without entity substitution")
-    tok = Tokenizer.load(EN_DE / "vocab.json")  # a stage keeps its vocabulary (--keep-vocab): its pieces made names
+    tok = TiktokenTokenizer.load(EN_DE / "vocab.json")  # a stage keeps its vocabulary (--keep-vocab): its pieces made names
     pools = entity_pools(
         seed=args["seed"],
         splice=args.get("entity_splice", 0.0),

@@ -9,7 +9,7 @@ import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.tokenizer import BOS_ID, BYTE_OFFSET, EOS_ID, N_BYTES, PAD_ID, SPECIALS, Tokenizer, cl100k
+from model.tokenizer import BOS_ID, BYTE_OFFSET, EOS_ID, N_BYTES, PAD_ID, SPECIALS, PieceTokenizer, TiktokenTokenizer, cl100k
 
 CORPUS = [
     "A man is riding a bicycle.",
@@ -45,8 +45,8 @@ TRICKY = [
 
 
 @pytest.fixture(scope="module")
-def tok() -> Tokenizer:
-    return Tokenizer.build(CORPUS, min_freq=2)
+def tok() -> PieceTokenizer:
+    return TiktokenTokenizer.build(CORPUS, min_freq=2)
 
 
 texts = st.lists(st.one_of(st.text(), st.sampled_from(TRICKY)), max_size=6).map("".join)
@@ -86,7 +86,7 @@ def test_pieces_agree_with_cl100k(tok, text):
 @given(text=texts)
 def test_empty_vocabulary_spells_utf8_bytes(text):
     """With no corpus pieces every text is its UTF-8 bytes, one token per byte."""
-    assert Tokenizer([]).encode(text) == [BYTE_OFFSET + b for b in text.encode("utf-8")]
+    assert TiktokenTokenizer([]).encode(text) == [BYTE_OFFSET + b for b in text.encode("utf-8")]
 
 
 def test_layout_and_byte_fallback(tok):
@@ -114,9 +114,9 @@ EN, DE = CORPUS[:3], CORPUS[3:5]
 
 
 @pytest.fixture(scope="module")
-def tok_tgt() -> Tokenizer:
+def tok_tgt() -> PieceTokenizer:
     """A source+target vocabulary whose target part holds only the German pieces."""
-    return Tokenizer.build(CORPUS, min_freq=2, tgt_texts=DE * 2, tgt_min_freq=2)
+    return TiktokenTokenizer.build(CORPUS, min_freq=2, tgt_texts=DE * 2, tgt_min_freq=2)
 
 
 def test_target_vocabulary_comes_first_and_holds_only_target_pieces(tok_tgt):
@@ -125,7 +125,7 @@ def test_target_vocabulary_comes_first_and_holds_only_target_pieces(tok_tgt):
     assert tok_tgt.tgt_vocab_size == n_fixed + len(de - set(tok_tgt.byte_cl100k)) < tok_tgt.vocab_size
     assert set(tok_tgt.cl100k_of[n_fixed : tok_tgt.tgt_vocab_size]) == de - set(tok_tgt.byte_cl100k)
     # the whole corpus is still one vocabulary: same pieces as without a target part
-    assert set(tok_tgt.cl100k_of) == set(Tokenizer.build(CORPUS, min_freq=2).cl100k_of)
+    assert set(tok_tgt.cl100k_of) == set(TiktokenTokenizer.build(CORPUS, min_freq=2).cl100k_of)
     (bicycle,) = tok_tgt.encode(" bicycle")  # an English piece: one source token ...
     assert bicycle >= tok_tgt.tgt_vocab_size
     assert tok_tgt.encode(" bicycle", target=True) == [BYTE_OFFSET + b for b in b" bicycle"]  # ... bytes on the target side
@@ -143,9 +143,9 @@ def test_target_encoding_round_trips_inside_the_target_vocabulary(tok_tgt, text)
 
 def test_target_vocabulary_survives_save_and_load(tok_tgt, tmp_path):
     tok_tgt.save(tmp_path / "vocab.json")
-    back = Tokenizer.load(tmp_path / "vocab.json")
+    back = TiktokenTokenizer.load(tmp_path / "vocab.json")
     assert (back.cl100k_of, back.tgt_vocab_size) == (tok_tgt.cl100k_of, tok_tgt.tgt_vocab_size)
-    assert Tokenizer.build(CORPUS).tgt_vocab_size == Tokenizer.build(CORPUS).vocab_size  # default: shared
+    assert TiktokenTokenizer.build(CORPUS).tgt_vocab_size == TiktokenTokenizer.build(CORPUS).vocab_size  # default: shared
 
 
 def test_special_token_strings_are_plain_text(tok):
@@ -156,8 +156,8 @@ def test_special_token_strings_are_plain_text(tok):
 
 
 def test_min_freq():
-    once = Tokenizer.build(["zebra"], min_freq=1)
-    twice = Tokenizer.build(["zebra"], min_freq=2)
+    once = TiktokenTokenizer.build(["zebra"], min_freq=1)
+    twice = TiktokenTokenizer.build(["zebra"], min_freq=2)
     assert once.vocab_size > twice.vocab_size == len(SPECIALS) + N_BYTES
     assert len(once.encode("zebra")) < len(twice.encode("zebra"))
 
@@ -173,7 +173,7 @@ def test_save_load_round_trip(tok, tmp_path):
     tok.save(tmp_path / "vocab.json")
     data = json.loads((tmp_path / "vocab.json").read_text())
     assert data["specials"] == list(SPECIALS) and data["cl100k_ids"][:3] == [-1, -1, -1]
-    back = Tokenizer.load(tmp_path / "vocab.json")
+    back = TiktokenTokenizer.load(tmp_path / "vocab.json")
     assert back.cl100k_of == tok.cl100k_of and back.vocab_size == tok.vocab_size
     for t in CORPUS + TRICKY:
         assert back.encode(t) == tok.encode(t)
@@ -228,4 +228,4 @@ def test_load_rejects_malformed_files(tok, tmp_path, case):
     path = tmp_path / "vocab.json"
     path.write_text(_variants(tok)[case])
     with pytest.raises(ValueError):
-        Tokenizer.load(path)
+        TiktokenTokenizer.load(path)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.checkpoint import load_checkpoint
-from model.tokenizer import Tokenizer
+from model.tokenizer import TiktokenTokenizer
 from model.transformer import Transformer, TransformerConfig
 from training.corpora import default_data_dir, pad_batch, read_pairs, split_file, token_batches
 from training.train import encode_pairs, load_data, load_state, lr_at, main, parse_args, reverse_pairs, save_state
@@ -216,7 +216,7 @@ def test_reverse_pairs_and_encoding():
     for s, t in pairs:
         words = s.split()
         assert s == " " + " ".join(words) and t == " " + " ".join(reversed(words)) and 3 <= len(words) <= 12
-    tok = Tokenizer.build([x for p in reverse_pairs(500, 0) for x in p])
+    tok = TiktokenTokenizer.build([x for p in reverse_pairs(500, 0) for x in p])
     (src, tgt), *_ = encode_pairs(tok, pairs, max_len=128)
     words = pairs[0][0].split()
     assert src == [tok.encode(" " + w)[0] for w in words] + [tok.eos_id]  # one piece per letter word, then <eos>
@@ -255,7 +255,7 @@ def test_multi30k_splits_are_aligned_and_complete():
 @needs_multi30k
 def test_multi30k_round_trips_through_the_tokenizer():
     val = read_pairs(split_file(MULTI30K, "val", "en"), split_file(MULTI30K, "val", "de"))
-    tok = Tokenizer.build([x for p in val for x in p])
+    tok = TiktokenTokenizer.build([x for p in val for x in p])
     for s, t in val:
         assert tok.decode(tok.encode(s)) == s and tok.decode(tok.encode(t)) == t
 
@@ -274,8 +274,8 @@ def test_init_from_copies_every_weight_and_the_embedding_rows_by_piece():
     vocabularies hold is the old model's row for that piece; every other weight is copied as it is."""
     from training.train import copy_weights
 
-    old_tok = Tokenizer.build(["the dog runs", "a cat sleeps"] * 2, min_freq=1)
-    new_tok = Tokenizer.build(["Oluwaseun runs", "the dog sleeps", "Tampere"] * 2, min_freq=1)
+    old_tok = TiktokenTokenizer.build(["the dog runs", "a cat sleeps"] * 2, min_freq=1)
+    new_tok = TiktokenTokenizer.build(["Oluwaseun runs", "the dog sleeps", "Tampere"] * 2, min_freq=1)
     cfg = dict(d_model=16, n_heads=2, d_ff=32, n_enc_layers=1, n_dec_layers=1, dropout=0.0, max_len=16)
     torch.manual_seed(0)
     old = Transformer(TransformerConfig(vocab_size=old_tok.vocab_size, **cfg))
@@ -301,7 +301,7 @@ def test_piece_names_are_made_of_the_init_checkpoints_word_pieces(tmp_path):
     from training.corpora import word_pieces
     from training.train import init_piece_texts
 
-    tok = Tokenizer.build(["Ayesha has yes ha ha yes", "the cats sing"] * 3, min_freq=2)
+    tok = TiktokenTokenizer.build(["Ayesha has yes ha ha yes", "the cats sing"] * 3, min_freq=2)
     tok.save(tmp_path / "vocab.json")
     texts = init_piece_texts(Namespace(init_from=str(tmp_path)))
     assert len(texts) == tok.vocab_size and "yes" in word_pieces(texts)

@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from model.checkpoint import convert_legacy_state_dict, legacy_name, load_checkpoint, save_checkpoint
 from model.decoding import greedy_batch
-from model.tokenizer import Tokenizer
+from model.tokenizer import PieceTokenizer, TiktokenTokenizer
 from model.transformer import Transformer, TransformerConfig
 from training.corpora import (
     EntitySwapper,
@@ -84,7 +84,7 @@ def lr_at(step: int, peak: float, warmup: int, total: int, schedule: str, time_f
     return peak * 0.5 * (1 + math.cos(math.pi * frac))
 
 
-def encode_pairs(tok: Tokenizer, pairs, max_len: int, keep_slots: bool = False) -> list:
+def encode_pairs(tok: PieceTokenizer, pairs, max_len: int, keep_slots: bool = False) -> list:
     """(src ids + <eos>, <bos> + tgt ids + <eos>), dropping pairs longer than ``max_len``
     (``keep_slots``: None in their place, so that example k is pair k)."""
     out = []
@@ -100,7 +100,7 @@ def encode_pairs(tok: Tokenizer, pairs, max_len: int, keep_slots: bool = False) 
 
 @torch.inference_mode()
 def evaluate(
-    model: Transformer, tok: Tokenizer, pairs, examples, device, max_tokens: int, bleu: bool = True
+    model: Transformer, tok: PieceTokenizer, pairs, examples, device, max_tokens: int, bleu: bool = True
 ) -> tuple[float, float, list[str]]:
     """Validation loss (per token, no smoothing), greedy sacreBLEU (-1 if not ``bleu``), and the hypotheses."""
     model.eval()
@@ -512,7 +512,7 @@ EMBEDDINGS = ("src_emb.weight", "tgt_emb.weight", "generator.weight")
 
 
 @torch.no_grad()
-def copy_weights(src: Transformer, src_tok: Tokenizer, dst: Transformer, dst_tok: Tokenizer) -> int:
+def copy_weights(src: Transformer, src_tok: PieceTokenizer, dst: Transformer, dst_tok: PieceTokenizer) -> int:
     """Copy a trained model into a new one of the same architecture but another vocabulary.
 
     Every weight is copied as it is, except the embedding and generator rows ``(V, D)``, which are
@@ -544,11 +544,13 @@ def init_piece_texts(a) -> list[str]:
     Raises ValueError without ``--init-from``: a vocabulary built from this stage's data is not known yet."""
     if not a.init_from:
         raise ValueError("--entity-piece-names needs --init-from (its vocabulary's pieces make the names)")
-    tok = Tokenizer.load(Path(a.init_from) / "vocab.json")
+    tok = TiktokenTokenizer.load(Path(a.init_from) / "vocab.json")
     return [tok.piece_text(i) for i in range(tok.vocab_size)]
 
 
-def swapped_examples(tok: Tokenizer, train_ex: list[list], swappers: list[EntitySwapper], epoch: int, max_len: int) -> list[list]:
+def swapped_examples(
+    tok: PieceTokenizer, train_ex: list[list], swappers: list[EntitySwapper], epoch: int, max_len: int
+) -> list[list]:
     """The encoded training examples of each corpus for ``epoch``: ``train_ex`` (from ``encode_pairs``
     over every pair of the corpus, so example k is pair k; pairs too long are ``None``) with this
     epoch's entity swaps (``training.corpora.EntitySwapper``) encoded in place of the pairs they change."""
@@ -727,15 +729,15 @@ def main(argv=None) -> dict:
         else None
     )
     if a.resume and (out / "vocab.json").exists():
-        tok = Tokenizer.load(out / "vocab.json")
+        tok = TiktokenTokenizer.load(out / "vocab.json")
     elif init is not None and a.keep_vocab:
         tok = init.tokenizer
     else:
         if a.tgt_min_freq is None:  # one vocabulary for both sides
-            tok = Tokenizer.build([s for p in train_pairs for s in p], min_freq=a.min_freq)
+            tok = TiktokenTokenizer.build([s for p in train_pairs for s in p], min_freq=a.min_freq)
         else:  # the decoder gets its own, smaller part of it
             src, tgt = [s for s, _ in train_pairs], [t for _, t in train_pairs]
-            tok = Tokenizer.build(src, min_freq=a.min_freq, tgt_texts=tgt, tgt_min_freq=a.tgt_min_freq)
+            tok = TiktokenTokenizer.build(src, min_freq=a.min_freq, tgt_texts=tgt, tgt_min_freq=a.tgt_min_freq)
     cfg = TransformerConfig(
         vocab_size=tok.vocab_size,
         tgt_vocab_size=None if tok.tgt_vocab_size == tok.vocab_size else tok.tgt_vocab_size,
