@@ -235,9 +235,9 @@ def test_nginx_conf_is_sticky_and_keeps_the_websocket_open():
 
 def test_dockerignore_keeps_the_app_and_leaves_out_the_rest():
     patterns = {line.strip().rstrip("/") for line in DOCKERIGNORE.read_text().splitlines() if line.strip()[:1] not in ("", "#")}
-    for needed in ("app.py", "model", "serving", "viz", "ui", "pretrained", ".streamlit", "requirements.txt"):
+    for needed in ("app.py", "model", "analysis", "serving", "viz", "ui", "pretrained", ".streamlit", "requirements.txt"):
         assert needed not in patterns, f".dockerignore must not leave out {needed}: the app needs it"
-    for heavy in (".git", ".venv-ci", "runs", "tests", "pretrained/*/state"):
+    for heavy in (".git", ".venv-ci", "runs", "tests", "training", "convert", "pretrained/*/state"):
         assert heavy in patterns, f".dockerignore should leave out {heavy}"
 
 
