@@ -26,7 +26,7 @@ from streamlit.errors import StreamlitAPIException
 
 from model.checkpoint import CheckpointError, Loaded
 from model.settings import DecodeSettings
-from ui import catalog, keys, state
+from ui import catalog, keys, room, state
 from ui.widgets import MAX_CHARS, cut_url_text, cut_warning, md_escape, url_radio
 
 log = logging.getLogger("attention_explorer")
@@ -118,6 +118,12 @@ def sidebar() -> tuple[str, Loaded, state.ModelFacts, DecodeSettings]:
         f"{cfg.n_enc_layers}+{cfg.n_dec_layers} layers · vocab {cfg.vocab_size} (decoder {cfg.n_logits}) · max {cfg.max_len} tokens"
     )
 
+    sb.toggle(
+        "Colour-blind-safe colours",
+        key=keys.SAFE_COLORS,
+        help="Draw the attention maps in plotly's Viridis scale (light yellow = 0, dark purple = 1), which reads in every "
+        "common colour-vision deficiency. Hidden cells are grey and carry a mark (× future, ∅ hidden, …) either way.",
+    )
     sb.subheader("Decoding")
     with sb:
         return path, loaded, facts, decoding_settings()
@@ -223,6 +229,7 @@ def main() -> None:
     current = st.navigation([root, *pages.values()], position="top")
     cut_url_text(keys.SENTENCE)  # at the door: a link's long text is cut before anything (box, model) reads it
     follow_old_link(pages, current)
+    room.arrive(pages, current)  # a class's link; a following student takes the teacher's view
 
     path, loaded, facts, settings = sidebar()
     st.title("Attention Explorer")
@@ -242,6 +249,7 @@ def main() -> None:
     st.caption(spec.teaches)
     frame = state.Frame(path, text, settings, facts=facts)
     st.session_state[keys.FRAME] = frame  # the model it used, for on_model_change; pages get the frame as an argument
+    room.panel()  # the class's box in the sidebar and the question being asked
     try:
         if spec.analysed:
             frame = state.analyse_ahead(frame)  # outside the gate: a class's analyses wait for the model together, one batch

@@ -16,9 +16,10 @@ as the attention maps the other pages show:
         Explanations", EMNLP) to each source token's embedding: Integrated Gradients (Sundararajan et al. 2017,
         "Axiomatic Attribution for Deep Networks", ICML) and gradient × input (Shrikumar et al. 2016).
     layer_lens
-        the logit lens on each decoder layer (nostalgebraist 2020), and DecoderLens (Langedijk et al. 2023,
-        "DecoderLens: Layerwise Interpretation of Encoder-Decoder Transformers"): greedy translation from each
-        encoder layer's output.
+        the logit lens on each decoder layer (nostalgebraist 2020), each column from decoding's own step (the causal
+        mask off included), and DecoderLens (Langedijk et al. 2023, "DecoderLens: Layerwise Interpretation of
+        Encoder-Decoder Transformers"): the translation from each encoder layer's output, decoded as the shown
+        translation was (greedy, beam search or sampling, and its budget).
 
 Gradients come from Captum (``captum.attr.IntegratedGradients`` and ``InputXGradient``, Kokhlikyan et al. 2020,
 maintained by Meta's PyTorch team; Inseq builds on it). Its plain ``IntegratedGradients`` is used on a function of
@@ -46,8 +47,9 @@ from torch import Tensor
 
 from analysis.analyze import intervention_masks, only_result, padded_batches
 from analysis.records import IG_SEGMENTS, IG_STEPS, Explanation, IGPart, IGResult, LayerLens, Maps, head_average, rollout
-from model.decoding import decode_ids, max_new_tokens
+from model.decoding import beam_search, generate_ids, max_new_tokens
 from model.facts import shift_right
+from model.settings import DecodeSettings
 from model.tokenizer import PieceTokenizer
 from model.transformer import (
     NO_INTERVENTIONS,
@@ -60,27 +62,16 @@ from model.transformer import (
 )
 
 # Integrated Gradients: IG_STEPS Gauss-Legendre nodes in all, IG_SEGMENTS segments of the path with IG_STEPS / IG_SEGMENTS
-# each (the page computes one segment per step of its progress bar). Measured on pretrained/en-de (bench/README.md):
-# on the stage-1 weights 256 nodes in 16 segments kept completeness within 0.9 %; on the stage-3 weights one
-# contrastive token ("A dog jumps over a green fence.", token 7 vs its runner-up) needed more: 256 / 16 left 4.0 %,
-# 512 / 32 1.31 %, 1024 / 64 0.32 % (tests/test_attribution.py checks every token of that sentence). On the stage-10
-# weights 1024 / 64 left 1.95 % on that token (its runner-up, id 1165), 1024 / 16 0.35 %, 1024 / 32 0.001 % and
-# 2048 / 64 0.13 %: 32 nodes a segment settled where 16 did not, at no more cost (4.7 s against 6.0 s for 64 segments).
-# On the stage-12 weights (the mean of five checkpoints) the same token turned the other way: 1024 / 32 left 1.46 %,
-# 1024 / 16 1.54 %, 2048 / 64 1.12 % and 1024 / 64 0.78 % (the worst token of the sentence each time): the path has
-# kinks (ReLUs, the softmax), so no rule settles for every model; the page prints the error it reached. On the
-# stage-14 weights (the mean of three GPU runs) 1024 nodes did not settle in any split (worst token, the same one:
-# 1024 / 16 1.02 %, / 32 1.07 %, / 64 2.56 %, / 128 1.21 %); 1536 / 48 left 0.89 %, 1536 / 96 0.81 %, 2048 / 64 0.50 %
-# (~/runs/igcheck.py, bench/README 9): 1536 nodes in 48 segments of 32, at 1.5 times the cost of 1024. On the stage-16d
-# weights 1536 / 48 left 1.13 % (token 8 vs its runner-up), 1536 / 96 0.76 %, 2048 / 32 0.90 % and 1536 / 24 0.66 %:
-# 24 segments of 64 nodes, the same 1536 nodes (a whole sweep of the sentence 196 s against 215 s for 48 segments).
-# On the stage-20 weights (2026-11-27) no uniform split settled: 1536 / 24 left 3.16 %, 1536 / 48 1.60 %, 2048 / 64
-# 2.51 %, all at token 8 vs its runner-up, whose objective moves 0.86 nats in all and about half of it within 0.3 % of
-# the path (alpha 0.294-0.297). So a segment whose own completeness misses by more than IG_REFINE_TOL nats is halved, up
-# to IG_REFINE_DEPTH times (``_ig_between``): only the pieces around such a turn pay for more nodes.
+# each (the page computes one segment per step of its progress bar). The path has kinks (ReLUs, the softmax), so the
+# completeness error is not monotone in the nodes and no uniform split settles for every model: a token's objective
+# can move half its change within a sliver of the path. So a segment whose own completeness misses by more than
+# IG_REFINE_TOL nats is halved, up to IG_REFINE_DEPTH times (``_ig_between``): only the pieces around such a turn pay
+# for more nodes. tests/test_attribution.py checks every token of its sentence on the shipped weights; the page prints
+# the error it reached. The nodes, splits and errors measured: bench/README.md, benchmark 9.
 IG_REFINE_TOL = 1e-3  # nats a segment's attributions may miss f(end) - f(start) by before it is halved
 IG_REFINE_DEPTH = 4  # halvings at most: a segment of 1/24 of the path down to 1/384
 TOP_K = 8  # the step's candidates offered as the contrast y′
+GREEDY_DECODING = DecodeSettings()  # the default of the lens: greedy decoding, the default budget
 
 __all__ = [
     "IG_SEGMENTS",
@@ -93,6 +84,7 @@ __all__ = [
     "explain_many",
     "ig_part",
     "layer_lens",
+    "lens_budget",
     "logit_lens_logprobs",
     "norm_weighted_maps",
     "value_vectors",
@@ -250,7 +242,8 @@ def _objective(
         B = tok_emb.size(0)
         enc = encode_embedded(model, tok_emb, src_allowed, interventions)
         at = last if last is not None else torch.full((B,), prefix.size(1) - 1, device=tok_emb.device)  # (B,)
-        logits = model.decode(prefix.expand(B, -1), enc, interventions, logits_at=at).logits[:, 0]  # (B, V_tgt): the last rows
+        # (B, V_tgt): the last rows
+        logits = model.decoder_forward(prefix.expand(B, -1), enc, interventions, logits_at=at).logits[:, 0]
         logp = torch.log_softmax(logits.float(), dim=-1)
         if last is None:
             return logp[:, target] - (logp[:, contrast] if contrast is not None else 0.0)  # (B,)
@@ -402,7 +395,7 @@ def explain(
     p = _problem(model, src_ids, out_ids, position, interventions, contrast)
     with torch.inference_mode():
         enc = model.encode(p.src, interventions, need_weights=True, need_intermediates=True)
-        dec = model.decode(
+        dec = model.decoder_forward(
             p.prefix, enc, interventions, need_weights=True, logits_at=torch.tensor([position], device=p.src.device)
         )
         res = ForwardResult(dec.logits, enc.enc_self_attn, None, dec.cross_attn, enc.intermediates)
@@ -485,7 +478,8 @@ def _explain_batch(model, tok, items, checked, interventions: Interventions, dev
     f = _objective(model, src_allowed, prefix, interventions, target, contrast, last)
     with torch.inference_mode():
         enc = model.encode(src, interventions, need_weights=True, need_intermediates=True)
-        dec = model.decode(prefix, enc, interventions, need_weights=True, logits_at=last)  # logits (B, 1, V_tgt): the last rows
+        # logits (B, 1, V_tgt): the last rows
+        dec = model.decoder_forward(prefix, enc, interventions, need_weights=True, logits_at=last)
     with torch.enable_grad():
         gxi = _captum().InputXGradient(f).attribute(_source_embeddings(model, src).clone().requires_grad_(True))  # (B, S, D)
     out = []
@@ -563,45 +557,88 @@ def _explanation(
 def logit_lens_logprobs(
     model: Transformer, src_ids: Sequence[int], tgt_in: Sequence[int], interventions: Interventions = NO_INTERVENTIONS
 ) -> Tensor:
-    """The logit lens on the decoder: ``(L_dec + 1, T, V_tgt)`` log-probabilities, row 0 from the decoder's input
-    (embeddings + PE), row l from layer l's output, each through the final LayerNorm and the generator (section 3.4).
+    """The logit lens on the decoder (nostalgebraist 2020): ``(L_dec + 1, T, V_tgt)`` log-probabilities (natural log),
+    row 0 from the decoder's input (embeddings + PE), row l from layer l's output, each through the final LayerNorm and
+    the generator (section 3.4).
 
-    One teacher-forced pass over ``tgt_in`` (T ids, starting with <bos>) under ``interventions``; the last row is the model's own
-    output distribution. Under ``interventions.causal == False`` row t reads the whole ``tgt_in``, as one pass does.
+    Column t is decoding's step t: the decoder fed ``tgt_in[:t + 1]`` (T ids, starting with <bos>) under
+    ``interventions``, so the last row is the distribution decoding computed before it wrote token t (the softmax at
+    temperature 1, before any sampling filter), whatever the decoding method. Under the causal mask that is one
+    teacher-forced pass (row t reads keys 0..t only). Without it (``interventions.causal`` False) one pass would let
+    row t read the tokens after it, the one it predicts included, so each step is replayed as decoding ran it: one
+    pass over each prefix, its last row kept (as ``analysis.analyze.decode_time_maps``). Raises ValueError if a
+    sequence exceeds ``max_len``.
     """
     device = next(model.parameters()).device
     src = torch.tensor([list(src_ids)], device=device)  # (1, S)
     tgt = torch.tensor([list(tgt_in)], device=device)  # (1, T)
-    inter = model(src, tgt, interventions, need_intermediates=True).intermediates
-    states = [inter["dec_in"], *(inter[f"dec_layer_{l}"] for l in range(model.cfg.n_dec_layers))]  # (1, T, D) each
-    logits = torch.cat([model.logits(model.dec_norm(h)) for h in states])  # (L_dec + 1, T, V_tgt)
-    return torch.log_softmax(logits.float(), dim=-1)
+    enc = model.encode(src, interventions)
+    T, n_layers = tgt.size(1), model.cfg.n_dec_layers
+    ends = [T] if interventions.causal else list(range(1, T + 1))  # the passes: the whole input, or each step's prefix
+    rows = []  # per pass (L_dec + 1, rows it owns, D)
+    for end in ends:
+        inter = model.decoder_forward(tgt[:, :end], enc, interventions, need_intermediates=True).intermediates
+        owned = slice(0, end) if interventions.causal else slice(end - 1, end)
+        states = [inter["dec_in"], *(inter[f"dec_layer_{l}"] for l in range(n_layers))]  # (1, end, D) each
+        rows.append(torch.cat([h[:, owned] for h in states]))  # (L_dec + 1, rows, D)
+    states = torch.cat(rows, dim=1)  # (L_dec + 1, T, D)
+    return torch.log_softmax(model.logits(model.dec_norm(states)).float(), dim=-1)  # (L_dec + 1, T, V_tgt)
+
+
+def _translate(
+    model: Transformer, src_ids: Sequence[int], enc: EncoderResult, interventions: Interventions, settings: DecodeSettings, budget: int
+) -> list[int]:
+    """The output ids (no <bos>/<eos>) that ``settings`` decodes from ``enc`` within ``budget`` pieces, as
+    ``analysis.analyze.analyze`` decodes: beam search with its size, α and stopping rule, or greedy / sampling
+    (temperature, top-k, top-p, seed) through ``generate_steps``."""
+    if settings.method == "beam":
+        return beam_search(
+            model,
+            src_ids,
+            beam_size=settings.beam_size,
+            alpha=settings.alpha,
+            early_stop=settings.early_stop,
+            interventions=interventions,
+            max_new=budget,
+            enc=enc,
+        ).hypotheses[0][0]
+    return generate_ids(
+        model, src_ids, interventions=interventions, sampling=settings.sampling(), max_new=budget, need_weights=False, enc=enc
+    )
+
+
+def lens_budget(model: Transformer, src_len: int, settings: DecodeSettings = GREEDY_DECODING) -> int:
+    """The output budget in pieces that ``analysis.analyze.analyze`` gives a source of ``src_len`` ids under
+    ``settings``: ``settings.max_new``, else ``model.decoding.max_new_tokens``, at most ``max_len - 1``."""
+    return min(settings.max_new or max_new_tokens(model, src_len), model.cfg.max_len - 1)
 
 
 @torch.inference_mode()
 def decoder_lens_ids(
-    model: Transformer, src_ids: Sequence[int], interventions: Interventions = NO_INTERVENTIONS, *, max_new: int | None = None
+    model: Transformer,
+    src_ids: Sequence[int],
+    interventions: Interventions = NO_INTERVENTIONS,
+    *,
+    max_new: int | None = None,
+    settings: DecodeSettings = GREEDY_DECODING,
 ) -> list[list[int]]:
-    """DecoderLens (Langedijk et al. 2023): the greedy translation (ids without <bos>/<eos>) when the decoder's
-    cross-attention reads encoder layer k's output instead of the last one, for k = 0 (the embeddings + PE) .. L_enc.
+    """DecoderLens (Langedijk et al. 2023): the translation (ids without <bos>/<eos>) when the decoder's cross-attention
+    reads encoder layer k's output instead of the last one, for k = 0 (the embeddings + PE) .. L_enc.
 
-    Each is put through the encoder's final LayerNorm, as the last layer's output is, so the last one is exactly the
-    model's own greedy translation. ``interventions`` applies to the encoder and the decoder; ``max_new`` caps each output.
+    Each is put through the encoder's final LayerNorm, as the last layer's output is, and decoded as ``settings``
+    decode (greedy, beam search, or sampling with its seed, so every layer draws from the same random stream), so
+    the last one is exactly the translation ``analysis.analyze.analyze`` makes with these settings.
+    ``interventions`` applies to the encoder and the decoder; ``max_new`` caps each output (default: the budget
+    ``analyze`` uses, ``lens_budget``). Returns ``L_enc + 1`` lists of ids.
     """
     device = next(model.parameters()).device
     src = torch.tensor([list(src_ids)], device=device)  # (1, S)
-    enc = model.encode(src, interventions, need_intermediates=True)
+    # with the weights, as analyze encodes: the same arithmetic, so the last layer's memory is analyze's to the bit
+    enc = model.encode(src, interventions, need_weights=True, need_intermediates=True)
     states = [enc.intermediates["enc_in"], *(enc.intermediates[f"enc_layer_{k}"] for k in range(model.cfg.n_enc_layers))]
-    budget = max_new or max_new_tokens(model, len(src_ids))
+    budget = max_new or lens_budget(model, len(src_ids), settings)
     return [
-        decode_ids(
-            model,
-            src_ids,
-            interventions=interventions,
-            max_new=budget,
-            need_weights=False,
-            enc=EncoderResult(model.enc_norm(h), enc.src_allowed),
-        )
+        _translate(model, src_ids, EncoderResult(model.enc_norm(h), enc.src_allowed), interventions, settings, budget)
         for h in states
     ]
 
@@ -612,16 +649,20 @@ def layer_lens(
     src_ids: Sequence[int],
     out_ids: Sequence[int],
     interventions: Interventions = NO_INTERVENTIONS,
+    settings: DecodeSettings = GREEDY_DECODING,
 ) -> LayerLens:
-    """The logit lens on every decoder layer, teacher-forced on the translation ``out_ids``, and DecoderLens from every
-    encoder layer, under ``interventions``: a ``LayerLens``. ``src_ids`` end in <eos>; ``out_ids`` have no <bos>/<eos>."""
+    """The logit lens on every decoder layer, each column from decoding's own step over the translation ``out_ids``
+    (``logit_lens_logprobs``), and DecoderLens from every encoder layer, decoded as ``settings`` decode
+    (``decoder_lens_ids``), under ``interventions``: a ``LayerLens``. ``src_ids`` end in <eos>; ``out_ids`` have no
+    <bos>/<eos>; ``settings``: the decoding that made ``out_ids`` (the sidebar's). Raises ValueError if a sequence
+    exceeds ``max_len``."""
     cfg = model.cfg
     tgt_in, tgt_out = shift_right(list(out_ids), bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
     logp = logit_lens_logprobs(model, src_ids, tgt_in, interventions)  # (L_dec + 1, T, V_tgt)
     best = logp.max(dim=-1)  # (L_dec + 1, T) each
     want = logp[:, torch.arange(len(tgt_out)), torch.tensor(tgt_out)]  # (L_dec + 1, T)
-    budget = min(max_new_tokens(model, len(src_ids)), cfg.max_len - 1)
-    lens = decoder_lens_ids(model, src_ids, interventions, max_new=budget)
+    budget = lens_budget(model, len(src_ids), settings)
+    lens = decoder_lens_ids(model, src_ids, interventions, max_new=budget, settings=settings)
     finished = [len(ids) < budget for ids in lens]  # stopped by <eos> before the budget ran out
     names = ["embeddings"] + [f"layer {l + 1}" for l in range(max(cfg.n_dec_layers, cfg.n_enc_layers))]
     return LayerLens(

@@ -500,7 +500,10 @@ def rollout(enc_self, *, residual: float = 0.5) -> np.ndarray:
 
     Per layer, ``Â_l = r·I + (1 − r)·mean_h A_l`` (the residual connection as identity), rows
     renormalised to sum to 1; then ``R_1 = Â_1`` and ``R_l = Â_l · R_{l−1}``. Returns every
-    ``R_l``: rows sum to 1. A row with no weight at all (every key hidden) keeps its own token.
+    ``R_l``: rows sum to 1. The mean is over the heads still on (``layer_average``, as ``head_average``
+    and the cross-attention row): a switched-off head, all zero, would otherwise count as a head that
+    reads nothing and inflate the residual's share. A row with no weight at all (every key hidden, or
+    every head of the layer off) keeps its own token.
 
     Args:
         enc_self: ``(L, H, S, S)`` self-attention (the decoder's ``(L, H, T, T)`` works too).
@@ -521,8 +524,9 @@ def rollout(enc_self, *, residual: float = 0.5) -> np.ndarray:
     eye = np.eye(S)
     out = np.empty((L, S, S))
     acc = eye
+    mean = layer_average(a).astype(np.float64)  # (L, S, S): the mean over each layer's heads still on
     for l in range(L):
-        hat = residual * eye + (1 - residual) * a[l].mean(axis=0)  # (S, S)
+        hat = residual * eye + (1 - residual) * mean[l]  # (S, S)
         s = hat.sum(axis=-1, keepdims=True)  # (S, 1)
         hat = np.where(s > 0, hat / np.where(s > 0, s, 1.0), eye)
         acc = hat @ acc  # (S, S): layer l composed with everything below

@@ -148,7 +148,10 @@ def _intermediates(model: Transformer, src: Tensor, tgt: Tensor, interventions: 
     quarter of the pass."""
     enc = model.encode(src, interventions, need_intermediates=True)
     at = torch.zeros(src.size(0), dtype=torch.long, device=src.device)  # (B,)
-    return {**enc.intermediates, **model.decode(tgt, enc, interventions, need_intermediates=True, logits_at=at).intermediates}
+    return {
+        **enc.intermediates,
+        **model.decoder_forward(tgt, enc, interventions, need_intermediates=True, logits_at=at).intermediates,
+    }
 
 
 def _rows_of(inter: dict[str, Tensor], b: int, S: int, T: int) -> dict[str, Tensor]:

@@ -141,7 +141,7 @@ def matrix_floor(model, *, repeats: int, warmup: int) -> dict:
         return x @ out_w_t  # (1, 1, V)
 
     def output_projection_row_major():
-        return x @ out_w.T  # (1, 1, V): the same product read from the (V, D) embedding rows, as before 2026-11-26
+        return x @ out_w.T  # (1, 1, V): the same product read from the (V, D) embedding rows, as before the (D, V) copy
 
     def step():
         decoder_products()

@@ -1,4 +1,4 @@
-"""Benchmarks 5 and 6: the app in a real browser: cold start, slider redraw, memory, websocket payload.
+"""Benchmark 5: the app in a real browser: cold start, slider redraw, memory, websocket payload.
 
     python bench/bench_app.py [--models DIR] [--model en-de] [--quick]
 

@@ -1,4 +1,4 @@
-"""Benchmark 8m: the Streamlit frontend a class fetches when it opens the app, served by a replica or by nginx.
+"""Benchmark 13: the Streamlit frontend a class fetches when it opens the app, served by a replica or by nginx.
 
     python bench/bench_frontend.py [--n 20] [--rounds 3] [--no-write]
 

@@ -7,7 +7,7 @@ greedily with <eos> (and <pad>, <bos>) forbidden, so every run makes exactly tha
 
 cached: ``model.decoding.Decoder.step`` feeds only the newest token; the decoder's self-attention
 keys/values of earlier positions come from the cache (the path greedy decoding and the app use).
-full:   every step runs ``Transformer.decode`` on the whole prefix ``[<bos>, y_1 .. y_t]`` and keeps
+full:   every step runs ``Transformer.decoder_forward`` on the whole prefix ``[<bos>, y_1 .. y_t]`` and keeps
 the last row, what a decoder without a cache does.
 
 Both get the encoder memory and the cross-attention keys/values precomputed, so the ratio is the
@@ -59,7 +59,7 @@ def decode_full(model, enc, memory_kv, n: int):
     ys = torch.full((1, 1), cfg.bos_id, dtype=torch.long)  # (1, t)
     ids, logits = [], []
     for _ in range(n):
-        lg = model.decode(ys, enc, cache=memory_kv).logits[:, -1]  # (1, V): last position only
+        lg = model.decoder_forward(ys, enc, cache=memory_kv).logits[:, -1]  # (1, V): last position only
         logits.append(lg[0])
         nxt = forbid(cfg, lg).argmax(-1, keepdim=True)
         ids.append(int(nxt))
@@ -73,7 +73,7 @@ def run(loaded, *, repeats: int = 10, warmup: int = 2, lengths=(10, 30, 60)) -> 
     src = torch.tensor([src_ids])  # (1, S)
     with torch.inference_mode():
         enc = model.encode(src)
-        first = model.decode(torch.full((1, 1), model.cfg.bos_id, dtype=torch.long), enc)
+        first = model.decoder_forward(torch.full((1, 1), model.cfg.bos_id, dtype=torch.long), enc)
         memory_kv = [LayerCache(None, c.cross_kv) for c in first.cache]  # the memory's K/V, no prefix
     rows = []
     for n in lengths:

@@ -1,4 +1,4 @@
-"""Benchmark 9: what an imported OPUS-MT model costs on this CPU, without downloading one.
+"""Benchmark 11: what an imported OPUS-MT model costs on this CPU, without downloading one.
 
     pip install -r bench/requirements.txt      # transformers, sentencepiece (requirements-import.txt)
     python bench/bench_opus_shape.py [--build DIR] [--threads N] [--quick]

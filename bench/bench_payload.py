@@ -1,4 +1,4 @@
-"""Benchmark 6b: size of the figure payload the app sends to the browser, per view.
+"""Benchmark 6: size of the figure payload the app sends to the browser, per view.
 
     python bench/bench_payload.py [--models DIR] [--model en-de] [--quick]
 

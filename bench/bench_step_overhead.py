@@ -1,4 +1,4 @@
-"""Benchmark 1c: what a greedy decoding step costs besides its matrix products.
+"""Benchmark 12: what a greedy decoding step costs besides its matrix products.
 
     python bench/bench_step_overhead.py [--ckpt DIR] [--quick] [--threads N]
 

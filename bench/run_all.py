@@ -2,8 +2,8 @@
 
     python bench/run_all.py [--ckpt DIR] [--models DIR] [--model en-de] [--quick] [--skip app,marian,...]
 
-Order: analysis (1), KV cache (2), nn.Transformer (3), MarianMTModel (4), app in Chromium (5, 6),
-figure payload per view (6), cost growth (7). Every comparison (with/without attention, cached/
+Order: analysis (1), KV cache (2), nn.Transformer (3), MarianMTModel (4), app in Chromium (5, and 5b with
+Streamlit's default GC), figure payload per view (6), cost growth (7). Every comparison (with/without attention, cached/
 full, ours/nn.Transformer, ours/Marian) is timed interleaved inside this one process. The app
 benchmark starts its own ``streamlit run`` servers (that is what it measures).
 
@@ -41,8 +41,8 @@ TITLES = {
     "kv_cache": "2. KV cache: incremental decoding vs full recomputation",
     "vs_torch": "3. Against torch.nn.Transformer (same dimensions, same weights)",
     "vs_marian": "4. Against Hugging Face MarianMTModel (same dimensions, random weights, output_attentions=True)",
-    "app": "5–6. The app in Chromium: cold start, redraw, memory, websocket payload",
-    "app_gc": "5–6b. Before the fix: the same with `streamlit run --runner.postScriptGC=true` (Streamlit's default)",
+    "app": "5. The app in Chromium: cold start, redraw, memory, websocket payload",
+    "app_gc": "5b. The same with Streamlit's default `--runner.postScriptGC=true` (compared with 5)",
     "payload": "6. Figure payload per view (plotly JSON sent to the browser)",
     "growth": "7. Cost growth with the source length",
 }
@@ -51,10 +51,10 @@ TITLES = {
 def machine_block(m: dict, ckpt, command: str) -> str:
     return "\n".join(
         [
-            f"- Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}",
+            f"- Machine: {m['cpu']}, {m['cores']} cores",
             f"- Software: Python {m['python']}, torch {m['torch']} with {m['torch_threads']} threads ({m['cpus_usable']} CPUs usable)",
             f"- Checkpoint: `{ckpt.relative_to(bl.ROOT) if ckpt.is_relative_to(bl.ROOT) else ckpt}`",
-            f"- Run: {m['utc']} UTC; load average at start {m['load_avg_1m_at_start']}",
+            f"- Load average at start: {m['load_avg_1m_at_start']}",
             f"- Command: `{command}`",
         ]
     )

@@ -8,15 +8,17 @@ connection; a local folder (what ``MarianMTModel.save_pretrained`` and ``MarianT
 needs neither, nor ``transformers``, nor a GPU. The output is a checkpoint folder of this project
 (``model.checkpoint``): ``model.safetensors`` (float32 unless ``--dtype float16``), ``config.json`` (a
 ``TransformerConfig`` with ``activation="swish"``, ``pe_layout="halves"``, ``generator_bias=True``,
-``norm_first=False``, ``bos_id = pad_id``), the tokenizer's files (``source.spm``, ``target.spm``, ``vocab.json``,
+``norm_first=False``, ``bos_id = decoder_start_token_id``), the tokenizer's files (``source.spm``, ``target.spm``, ``vocab.json``,
 ``tokenizer_config.json``: ``model.spm_tokenizer``), a model card ``README.md`` naming the source, its licence and
 the scores its own card reports, and ``metrics.json`` (the card's one-line summary and limits, for the app's sidebar).
 
-Nothing is unpickled: weights are read from ``model.safetensors`` (or its shards), else from ``pytorch_model.bin``
+Nothing is unpickled: weights are read from ``model.safetensors`` (or its shards and their index), else from ``pytorch_model.bin``
 with ``torch.load(weights_only=True)``, which refuses any pickled object but tensors and plain containers.
 
 What cannot be represented is refused with ``MarianImportError``, which names the config field or the tensor:
-another ``model_type``, separate source and target vocabularies (``share_encoder_decoder_embeddings: false``),
+another ``model_type``, separate source and target vocabularies (``share_encoder_decoder_embeddings: false``), a
+``decoder_start_token_id`` on which config.json and generation_config.json disagree, a forced first output token
+(``forced_bos_token_id``),
 encoder and decoder of different widths or head counts, an activation other than relu / gelu / swish, learned
 positions, the pre-LN and layernorm-embedding flags of BART-style configs, and any weight the mapping below does
 not place. The mapping, from Hugging Face's ``modeling_marian.py`` (transformers 5.23) to ``model.transformer``:
@@ -69,7 +71,10 @@ REFUSED_FLAGS = {  # field: (the value Marian computes, what another value would
 architecture, which neither Hugging Face's class nor this one computes: refused."""
 
 HUB_FILES = ("config.json", "generation_config.json", "README.md", CONFIG_FILE, *FILES)
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+"""The weights ``read_weights`` reads, in its order of preference: one safetensors file, safetensors shards with their
+index (``save_pretrained(max_shard_size=...)``), a pickled state dict read with ``weights_only``."""
+SHARD = re.compile(r"model-\d+-of-\d+\.safetensors")  # the shard names save_pretrained writes beside the index
 
 SUBLAYERS = {
     "self_attn.q_proj": "self_attn.w_q",
@@ -148,8 +153,36 @@ class MarianImportError(ValueError):
 # -- config -------------------------------------------------------------------------------------------------------------
 
 
-def marian_config(hf: dict) -> TransformerConfig:
-    """Our ``TransformerConfig`` for a Marian ``config.json`` (a dict; ``MARIAN_DEFAULTS`` fill missing fields).
+def decoder_start(hf: dict, generation: dict | None = None) -> int:
+    """The id the decoder starts from, ``decoder_start_token_id``: what ``generate()`` reads, the generation config's
+    (``generation_config.json``), else config.json's, else ``MarianConfig``'s default. It becomes ``bos_id``.
+
+    Raises:
+        MarianImportError: naming ``decoder_start_token_id`` when the two files give two different ids (one decoder
+            cannot start from both: ``generate()`` would use one and training the other), and naming
+            ``forced_bos_token_id`` when either file forces the first output token (a multilingual model's language
+            token, which no decoding here forces).
+    """
+    for where, conf in (("generation_config.json", generation or {}), ("config.json", hf)):
+        if conf.get("forced_bos_token_id") is not None:
+            raise MarianImportError(
+                f"{where}: forced_bos_token_id = {json.dumps(conf['forced_bos_token_id'])}: generate() forces that first "
+                "output token, and this app's decoding forces none (its outputs would start otherwise)"
+            )
+    ours, theirs = hf.get("decoder_start_token_id"), (generation or {}).get("decoder_start_token_id")
+    if ours is not None and theirs is not None and ours != theirs:
+        raise MarianImportError(
+            f"decoder_start_token_id: generation_config.json says {json.dumps(theirs)}, config.json {json.dumps(ours)}: "
+            "one decoder cannot start from both"
+        )
+    return theirs if theirs is not None else hf.get("decoder_start_token_id", MARIAN_DEFAULTS["decoder_start_token_id"])
+
+
+def marian_config(hf: dict, generation: dict | None = None) -> TransformerConfig:
+    """Our ``TransformerConfig`` for a Marian ``config.json`` (a dict; ``MARIAN_DEFAULTS`` fill missing fields) and its
+    ``generation_config.json`` (a dict, or None), which gives the decoder's first token (``decoder_start``).
+
+    ``bos_id`` is ``decoder_start_token_id`` (the pad id in every OPUS-MT model, but read, not assumed).
 
     Raises:
         MarianImportError: naming the field whose value this Transformer cannot run (module docstring).
@@ -179,9 +212,14 @@ def marian_config(hf: dict) -> TransformerConfig:
             raise refuse(dec, f"differs from {enc} = {get(enc)}: this Transformer has one value for both stacks")
     if get("activation_function") not in ACTIVATIONS:
         raise refuse("activation_function", f"not one of {sorted(ACTIVATIONS)}")
-    for field in ("pad_token_id", "eos_token_id", "decoder_start_token_id"):
+    for field in ("pad_token_id", "eos_token_id"):
         if not (type(get(field)) is int and 0 <= get(field) < vocab):
             raise refuse(field, f"not one token id below vocab_size {vocab}")
+    start = decoder_start(hf, generation)
+    if not (type(start) is int and 0 <= start < vocab):
+        raise MarianImportError(
+            f"decoder_start_token_id = {json.dumps(start)}: not one token id below vocab_size {vocab} (the decoder's first input)"
+        )
     try:
         return TransformerConfig(
             vocab_size=vocab,
@@ -196,7 +234,7 @@ def marian_config(hf: dict) -> TransformerConfig:
             tie_embeddings=bool(get("tie_word_embeddings")),  # settled by the weights (convert_weights)
             pos_encoding="sinusoidal",
             pad_id=get("pad_token_id"),
-            bos_id=get("decoder_start_token_id"),  # the decoder's first input (= pad in every OPUS-MT model)
+            bos_id=start,  # the decoder's first input: decoder_start_token_id (= pad in every OPUS-MT model)
             eos_id=get("eos_token_id"),
             tgt_vocab_size=None,
             activation=ACTIVATIONS[get("activation_function")],
@@ -235,8 +273,15 @@ def read_weights(folder: Path) -> dict[str, Tensor]:
         if (folder / "model.safetensors").is_file():
             return load_file(str(folder / "model.safetensors"))
         if index.is_file():
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-            return {k: v for shard in shards for k, v in load_file(str(folder / shard)).items()}
+            weight_map = json.loads(index.read_text())["weight_map"]  # tensor name -> shard file
+            shards = sorted(set(weight_map.values()))
+            tensors = {k: v for shard in shards for k, v in load_file(str(folder / shard)).items()}
+            if set(tensors) != set(weight_map):
+                lost = sorted(set(weight_map) - set(tensors))[:5]
+                raise MarianImportError(f"model.safetensors.index.json names tensors its shards do not hold: {lost}")
+            return tensors
+    except MarianImportError:
+        raise
     except (SafetensorError, OSError, ValueError, KeyError) as e:
         raise MarianImportError(f"the safetensors weights cannot be read ({e})") from None
     if (folder / "pytorch_model.bin").is_file():
@@ -345,8 +390,11 @@ def fetch(name: str) -> Path:
         files = set(HfApi().list_repo_files(name))
         weights = next((f for f in WEIGHT_FILES if f in files), None)
         if weights is None:
-            raise MarianImportError(f"{name} has no model.safetensors nor pytorch_model.bin")
-        return Path(snapshot_download(name, allow_patterns=[f for f in (*HUB_FILES, weights) if f in files]))
+            raise MarianImportError(f"{name} has no model.safetensors (nor its shards' index) nor pytorch_model.bin")
+        wanted = [f for f in (*HUB_FILES, weights) if f in files]
+        if weights == "model.safetensors.index.json":  # sharded: the index and every shard beside it
+            wanted += sorted(f for f in files if SHARD.fullmatch(f))
+        return Path(snapshot_download(name, allow_patterns=wanted))
     except MarianImportError:
         raise
     except Exception as e:  # no connection, no such repository, ...: say which, briefly
@@ -382,9 +430,18 @@ def languages(name: str, folder: Path) -> tuple[str, str]:
     return tuple(LANGUAGES.get(str(c), str(c) if c else "?") for c in codes)  # type: ignore[return-value]
 
 
-def write_card(out: Path, source: str, folder: Path, cfg: TransformerConfig, n_params: int, bad_ids: list[int]) -> dict:
+def write_card(
+    out: Path,
+    source: str,
+    folder: Path,
+    cfg: TransformerConfig,
+    n_params: int,
+    bad_ids: list[int],
+    *,
+    start_piece: str = "<pad>",
+) -> dict:
     """Write ``README.md`` (the model card stub) and ``metrics.json`` (summary and limits for the sidebar); returns the
-    metrics dict."""
+    metrics dict. ``start_piece``: the piece of ``cfg.bos_id``, the decoder's first input."""
     facts = card_facts((folder / "README.md").read_text(encoding="utf-8")) if (folder / "README.md").is_file() else {}
     src, tgt = languages(source, folder)
     pair = f"{src}→{tgt}" if "?" not in (src, tgt) else ""  # unknown languages: no pair named
@@ -417,7 +474,7 @@ files (`source.spm`, `target.spm`, `vocab.json`) are the original's too. Nothing
 **Architecture:** {cfg.n_enc_layers} + {cfg.n_dec_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads,
 d_ff {cfg.d_ff}, {cfg.activation} feed-forward, post-LN, sinusoidal positions (sines then cosines), shared
 vocabulary of {cfg.vocab_size:,} SentencePiece pieces tied {"to both embeddings and the generator" if cfg.tie_embeddings else "to neither"},
-a logits bias; {n_params / 1e6:.1f} M parameters. The decoder starts from `<pad>` (id {cfg.bos_id}) and ends with `</s>`
+a logits bias; {n_params / 1e6:.1f} M parameters. The decoder starts from `{start_piece}` (id {cfg.bos_id}, decoder_start_token_id) and ends with `</s>`
 (id {cfg.eos_id}).{f" Ids {bad_ids} (the original's bad_words_ids) get a logit bias of -inf." if bad_ids else ""}
 
 **Scores the original reports** (its own card, Marian's beam search; not measured here):
@@ -460,7 +517,7 @@ def import_marian(source: str | Path, out: str | Path, *, dtype: torch.dtype = t
         )
     except (OSError, ValueError) as e:
         raise MarianImportError(f"config.json cannot be read ({e})") from None
-    cfg = marian_config(hf)
+    cfg = marian_config(hf, generation)
     bad = bad_word_ids(hf, generation)
     missing = [f for f in FILES if not (folder / f).is_file()]
     if missing:
@@ -481,7 +538,7 @@ def import_marian(source: str | Path, out: str | Path, *, dtype: torch.dtype = t
     save_checkpoint(model, tok, out, dtype=dtype)
     if (folder / CONFIG_FILE).is_file():
         shutil.copyfile(folder / CONFIG_FILE, out / CONFIG_FILE)
-    write_card(out, str(source), folder, cfg, model.n_params(), bad)
+    write_card(out, str(source), folder, cfg, model.n_params(), bad, start_piece=tok.piece_text(cfg.bos_id))
     return load_checkpoint(out, "cpu")
 
 

@@ -40,7 +40,7 @@ def write_frontend(dest: str | Path, source: str | Path | None = None) -> Path:
     with a gzip twin (``name.js.gz``, level 9, made once here instead of per request), and return ``dest``.
 
     A browser's first visit fetches ~7.7 MB of these files (the Plotly chunk alone 4.7 MB, Streamlit 1.67); the app
-    serves them uncompressed, from its Python process: 20 first visits cost a replica 6.9 CPU s (bench/README 8m).
+    serves them uncompressed, from its Python process: 20 first visits cost a replica 6.9 CPU s (bench/README.md, benchmark 13).
     nginx serving them from here (``sendfile``, the twins through ``gzip_static``) costs the replicas nothing. Their
     names carry a content hash, so a copy made from the app's own Streamlit matches what its pages ask for.
     """

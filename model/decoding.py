@@ -1,7 +1,7 @@
 """Decoding with an incremental key/value cache: greedy, beam search, sampling, and a step API.
 
 Each step feeds only the newest target token; the decoder's self-attention keys and values of
-earlier positions come from the cache returned by ``Transformer.decode`` (nothing is stored on
+earlier positions come from the cache returned by ``Transformer.decoder_forward`` (nothing is stored on
 the model). Cross-attention keys and values of the memory are computed once per source.
 
 With the causal mask off (``Interventions(causal=False)``) earlier positions would see later
@@ -60,12 +60,12 @@ class Decoder:
         """
         self.ys = new_ids if self.ys is None else torch.cat([self.ys, new_ids], dim=1)  # (B, t)
         if self.interventions.causal:
-            out = self.model.decode(new_ids, self.enc, self.interventions, cache=self.cache, need_weights=need_weights)
+            out = self.model.decoder_forward(new_ids, self.enc, self.interventions, cache=self.cache, need_weights=need_weights)
             self.cache = out.cache
             return out
         # no causal mask: earlier positions see the new ones, so the whole prefix is recomputed; only the
         # memory's cross-attention K/V are kept (self_kv None)
-        out = self.model.decode(self.ys, self.enc, self.interventions, cache=self.cache, need_weights=need_weights)
+        out = self.model.decoder_forward(self.ys, self.enc, self.interventions, cache=self.cache, need_weights=need_weights)
         self.cache = [LayerCache(None, c.cross_kv) for c in out.cache]
         n = new_ids.size(1)
         out.logits = out.logits[:, -n:]
@@ -287,8 +287,9 @@ def greedy_steps_batch(
     return steps
 
 
-def decode_ids(model: Transformer, src_ids: Sequence[int], **kw) -> list[int]:
-    """Output ids (no <bos>/<eos>) of ``generate_steps`` run to the end with the same arguments."""
+def generate_ids(model: Transformer, src_ids: Sequence[int], **kw) -> list[int]:
+    """The output ids (compact, no <bos>/<eos>) that greedy decoding or sampling (``sampling``) writes for ``src_ids``:
+    ``generate_steps`` run to the end with the same keyword arguments, its chosen tokens kept. Raises as it does."""
     steps = list(generate_steps(model, src_ids, **kw))
     return strip([s.chosen for s in steps], model.cfg.eos_id)
 

@@ -476,12 +476,12 @@ class EncoderResult:
 
 @dataclass
 class DecoderResult:
-    """What ``Transformer.decode`` returns.
+    """What ``Transformer.decoder_forward`` returns.
 
     logits: ``(B, T_new, V_tgt)`` unnormalised next-token scores (softmax gives probabilities).
     cache:  per decoder layer a ``LayerCache``: self-attention ``(K, V)`` each ``(B, H, T_total, Dh)``
         and the memory's cross-attention ``(K, V)`` each ``(B, H, S, Dh)``; hand it back to
-        ``decode`` to continue incrementally.
+        ``decoder_forward`` to continue incrementally.
     dec_self_attn: ``(n_dec_layers, B, H, T_new, T_total)`` if asked (``T_total = T_new`` without cache).
     cross_attn: ``(n_dec_layers, B, H, T_new, S)`` if asked.
     intermediates: ``dec_in``, ``dec_layer_{i}`` ``(B, T_new, D)``, ``dec_out``, if asked.
@@ -526,7 +526,7 @@ def band(n_q: int, n_k: int, offset: int, *, causal: bool, window: int | None, d
 class Transformer(nn.Module):
     """The encoder-decoder Transformer (section 3, Figure 1).
 
-    ``encode(src)`` -> memory, ``decode(tgt, enc)`` -> logits, ``forward(src, tgt)`` both.
+    ``encode(src)`` -> memory, ``decoder_forward(tgt, enc)`` -> logits, ``forward(src, tgt)`` both.
     Token ids are compact ids of ``model.tokenizer.TiktokenTokenizer``; ``src (B, S)`` and
     ``tgt (B, T)`` are padded with ``cfg.pad_id``; ``tgt`` starts with ``<bos>``.
     """
@@ -608,8 +608,8 @@ class Transformer(nn.Module):
     def _generator_weight_t(self, w: Tensor) -> Tensor:
         """``w.T`` as a contiguous ``(D, V_tgt)`` copy, for inference on the CPU (made by ``eval()``).
 
-        The same numbers in another memory layout, not state of a call: torch's CPU BLAS (MKL, on this project's AMD
-        hosts) multiplies a decoding step's ``(1, D)`` row by ``w.T`` slower than by the contiguous copy, and a greedy
+        The same numbers in another memory layout, not state of a call: torch's CPU BLAS (MKL, on the AMD CPUs
+        measured) multiplies a decoding step's ``(1, D)`` row by ``w.T`` slower than by the contiguous copy, and a greedy
         step's largest product is this one (10,245 x 256, bench/README 1b: 0.32 against 0.23 ms alone on an idle core,
         1.18 against 0.41 ms between a step's other products, ~1.1 against 0.3-0.5 ms with the other core busy, as
         in a class). Made once per version of the weights (``Tensor._version`` counts in-place updates, such as an
@@ -690,7 +690,7 @@ class Transformer(nn.Module):
         stacked = torch.stack(maps) if need_weights else None  # (L, B, H, S, S)
         return EncoderResult(memory, src_allowed, stacked, inter or {})
 
-    def decode(
+    def decoder_forward(
         self,
         tgt: Tensor,
         enc: EncoderResult,
@@ -774,7 +774,7 @@ class Transformer(nn.Module):
         """
         if enc is None:
             enc = self.encode(src, interventions, need_weights=need_weights, need_intermediates=need_intermediates)
-        dec = self.decode(tgt, enc, interventions, need_weights=need_weights, need_intermediates=need_intermediates)
+        dec = self.decoder_forward(tgt, enc, interventions, need_weights=need_weights, need_intermediates=need_intermediates)
         return ForwardResult(
             dec.logits,
             enc.enc_self_attn,

@@ -54,11 +54,11 @@ def page_alone(page: str, model_path: str, text: str, *, timeout: float) -> AppT
     return AppTest.from_function(_run_page, args=(page, model_path, text), default_timeout=timeout)
 
 
-def decode(v) -> np.ndarray:
+def chart_array(v) -> np.ndarray:
     """A plotly JSON array: a list (None = NaN) or a typed array {"dtype", "bdata", "shape"}."""
     if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        return a.reshape([int(s) for s in str(v["shape"]).split(",")]) if "shape" in v else a
+        flat = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        return flat.reshape([int(n) for n in str(v["shape"]).split(",")]) if "shape" in v else flat
     return np.array(v, dtype=float)
 
 

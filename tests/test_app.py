@@ -31,7 +31,7 @@ if not (REVERSE / "config.json").exists():
         allow_module_level=True,
     )
 
-from app_charts import chart, charts, decode, ok, switch_to  # noqa: E402  (tests/app_charts.py)
+from app_charts import chart, chart_array, charts, ok, switch_to  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from analysis.analyze import analyze, step_trace  # noqa: E402
@@ -82,7 +82,7 @@ def on_page(at: AppTest, page: str) -> bool:
 
 def weights(fig: dict) -> np.ndarray:
     """The weight trace's z (data[0]) as float, NaN where not drawn as a weight."""
-    return decode(fig["data"][0]["z"]).astype(float)
+    return chart_array(fig["data"][0]["z"]).astype(float)
 
 
 def grey(fig: dict) -> np.ndarray:
@@ -91,7 +91,7 @@ def grey(fig: dict) -> np.ndarray:
     out = np.zeros(z.shape, dtype=bool)
     for tr in fig["data"][1:]:
         if tr.get("type") == "heatmap":
-            out |= decode(tr["z"]).astype(float) == 1
+            out |= chart_array(tr["z"]).astype(float) == 1
     return out
 
 
@@ -409,7 +409,7 @@ def test_step_slider_buttons_and_play(rev):
     ok(at)
     assert at.select_slider(key="step").value == 3
     bar = chart(at, "Top")
-    assert len(decode(bar["data"][0]["x"] if bar["data"][0].get("orientation") == "h" else bar["data"][0]["y"])) > 1
+    assert len(chart_array(bar["data"][0]["x"] if bar["data"][0].get("orientation") == "h" else bar["data"][0]["y"])) > 1
     at.button(key="play").click().run()
     ok(at)
     assert at.session_state["playing"] is True
@@ -439,7 +439,7 @@ def test_forcing_a_candidate_changes_the_rest(rev):
     assert forced == (free[0].chosen, other[1])
     assert at.select_slider(key="step").value == 2, "forcing must stay on the step it happened"
     bar = chart(at, "you forced another one")
-    assert other[1] in [int(i) for i in decode(bar["data"][0]["customdata"]).ravel()]
+    assert other[1] in [int(i) for i in chart_array(bar["data"][0]["customdata"]).ravel()]
     body = " ".join(h.proto.body for h in at.get("html"))
     assert f'title="forced">{html.escape(display([other[0]])[0])}<' in body
     expected = step_trace(rev.model, rev.tokenizer, a.source.ids, forced=forced, k=8)
@@ -495,7 +495,7 @@ def test_hiding_every_source_token_draws_no_nan_weight(rev):
     after = chart(at, "After:")
     z = check_drawn_weights(after)
     assert np.isnan(z).all(), "every key is hidden: every cell of cross-attention is masked (grey)"
-    diff = decode(chart(at, "−")["data"][0]["z"]).astype(float)
+    diff = chart_array(chart(at, "−")["data"][0]["z"]).astype(float)
     assert np.isfinite(diff).all()
 
 
@@ -579,7 +579,7 @@ def test_mask_lab_controls(rev, widget, key, value, kind):
         q = np.arange(z.shape[0])[:, None]
         k = np.arange(z.shape[1])[None, :]
         assert grey(after)[np.abs(q - k) >= value].all()
-    assert decode(chart(at, "−")["data"][0]["z"]).shape == weights(before).shape
+    assert chart_array(chart(at, "−")["data"][0]["z"]).shape == weights(before).shape
 
 
 IV_HIDE_01 = Interventions(src_hidden=frozenset({0, 1}))
@@ -610,7 +610,7 @@ def test_positional_encoding_view(rev):
     at.slider(key="pe_n").set_value(20).run()
     at.multiselect(key="pe_dims").set_value([0, 1, 6]).run()
     ok(at)
-    pe = decode(chart(at, "")["data"][0]["z"])  # the PE matrix comes first
+    pe = chart_array(chart(at, "")["data"][0]["z"])  # the PE matrix comes first
     assert 20 in pe.shape
     metrics = {m.label: float(m.value) for m in at.metric}
     assert metrics["Largest difference, PE off"] < 1e-4 < metrics["Largest difference, PE on"]

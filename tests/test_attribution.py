@@ -24,6 +24,7 @@ import torch
 
 from analysis.analyze import analyze
 from analysis.attribution import (
+    _layer_inputs,
     IG_REFINE_DEPTH,
     IG_REFINE_TOL,
     IG_SEGMENTS,
@@ -41,7 +42,8 @@ from analysis.attribution import (
     norm_weighted_maps,
     value_vectors,
 )
-from analysis.records import IG, METHODS, IGResult, spearman
+from analysis.records import IG, METHODS, IGResult, rollout, spearman
+from model.decoding import generate_steps
 from model.facts import VISIBLE, shift_right
 from model.settings import DecodeSettings
 from model.transformer import Interventions, Transformer, TransformerConfig, band
@@ -167,6 +169,51 @@ def test_zeroing_one_value_vector_zeroes_its_share_and_leaves_the_weights(tiny):
     assert summed[..., j].max() < 1e-5
 
 
+def hooked_terms(m: Transformer, src_ids, tgt_out, interventions: Interventions) -> dict[str, torch.Tensor]:
+    """The terms α^h_ij f^h(x_j) of every attention sub-layer, kind and layer, in the passes decoding ran (one
+    teacher-forced pass under the causal mask; without it step t's own pass over its prefix, row t kept), each checked
+    against the real sub-layer: torch forward hooks on every ``MultiHeadAttention`` of the model record what it read
+    (x_kv) and what it returned; the terms, from ``attention_terms`` of the weights the model reports, must add up
+    (over heads and keys, plus b^O) to that output, and the keys and values ``norm_weighted_maps`` reads
+    (``_layer_inputs``) must be the rows the sub-layer read. Returns kind -> ``(L, H, Q, K, D)``."""
+    cfg = m.cfg
+    modules = [("enc_self", l, lay.self_attn) for l, lay in enumerate(m.encoder)]
+    modules += [(kind, l, getattr(lay, attr)) for l, lay in enumerate(m.decoder) for kind, attr in (("dec_self", "self_attn"), ("cross", "cross_attn"))]
+    seen: dict = {}
+    handles = [
+        mha.register_forward_hook(lambda _mod, args, out, key=(kind, l): seen.__setitem__(key, (args[1].clone(), out[0].clone())))
+        for kind, l, mha in modules
+    ]
+    tgt_in = [cfg.bos_id, *tgt_out[:-1]]
+    T, S = len(tgt_in), len(src_ids)
+    out = {
+        "enc_self": torch.zeros(cfg.n_enc_layers, cfg.n_heads, S, S, cfg.d_model),
+        "dec_self": torch.zeros(cfg.n_dec_layers, cfg.n_heads, T, T, cfg.d_model),
+        "cross": torch.zeros(cfg.n_dec_layers, cfg.n_heads, T, S, cfg.d_model),
+    }
+    try:
+        for end in [T] if interventions.causal else range(1, T + 1):
+            seen.clear()
+            with torch.inference_mode():
+                res = m(torch.tensor([list(src_ids)]), torch.tensor([tgt_in[:end]]), interventions, need_weights=True, need_intermediates=True)
+            rows = slice(0, end) if interventions.causal else slice(end - 1, end)
+            weights = {"enc_self": res.enc_self_attn, "dec_self": res.dec_self_attn, "cross": res.cross_attn}
+            assert len(seen) == len(modules), "every attention sub-layer ran once"
+            for kind, l, mha in modules:
+                kv_x, real = seen[(kind, l)]  # (1, K, D), (1, Q, D): what the sub-layer read and returned
+                torch.testing.assert_close(_layer_inputs(m, res.intermediates, kind, l), kv_x, atol=1e-6, rtol=0)
+                terms = attention_terms(mha, kv_x, weights[kind][l])  # (1, H, Q, K, D)
+                torch.testing.assert_close(terms.sum(dim=(1, 3)) + mha.w_o.bias, real, atol=1e-5, rtol=0, msg=f"{kind} {l}")
+                if kind == "enc_self":
+                    out[kind][l] = terms[0]
+                else:
+                    out[kind][l, :, rows, : terms.size(3)] = terms[0, :, rows]
+    finally:
+        for h in handles:
+            h.remove()
+    return out
+
+
 @pytest.mark.parametrize("interventions", list(INTERVENTION_CASES.values()), ids=list(INTERVENTION_CASES))
 def test_norm_weighted_shares_are_the_normalised_products_and_rows_sum_to_one(rev, interventions):
     m, tok, a, _, tgt_out = translated(rev, interventions)
@@ -180,10 +227,50 @@ def test_norm_weighted_shares_are_the_normalised_products_and_rows_sum_to_one(re
         assert (sums[~reads] == 0).all()
         hidden = maps.masks[kind].reasons != VISIBLE
         assert (s[:, :, hidden] == 0).all(), f"{kind}: a masked cell has a norm-weighted share"
-    for t in range(len(tgt_out)):  # the cross rows are explain's products, normalised
+    hooked = hooked_terms(m, a.source.ids, tgt_out, interventions)  # the terms of the real sub-layers' outputs
+    for kind in ("enc_self", "dec_self", "cross"):  # each share is ‖α_ij f(x_j)‖ of those terms over its row's total
+        norms = hooked[kind].norm(dim=-1).numpy()  # (L, H, Q, K)
+        tot = norms.sum(axis=-1, keepdims=True)
+        want = np.where(tot > 0, norms / np.where(tot > 0, tot, 1), 0)
+        np.testing.assert_allclose(getattr(maps, kind), want, atol=1e-5, err_msg=kind)
+
+
+# -- rollout over the heads still on -------------------------------------------------------------------------------------
+
+
+def test_rollout_averages_the_heads_still_on_as_the_cross_attention_row_does():
+    """A switched-off head (all-zero weights, as the model reports it) is left out of rollout's mean over heads, as
+    ``head_average`` leaves it out of the cross-attention row: adding a head equal to the mean of the others changes
+    nothing, so the rollout with the zero head must equal the rollout with that head replaced by the others' mean.
+    Counted as a head of weight 0, it would shrink the attention's share and inflate the residual's."""
+    rng = np.random.default_rng(0)
+    a = rng.dirichlet(np.ones(5), size=(3, 4, 5)).astype(np.float32)  # (L, H, S, S), rows sum to 1
+    off = a.copy()
+    off[0, 1] = 0  # head 1 of layer 0 switched off
+    filled = off.copy()
+    filled[0, 1] = off[0, [0, 2, 3]].mean(axis=0)
+    np.testing.assert_allclose(rollout(off), rollout(filled), atol=1e-6)
+    assert not np.allclose(rollout(off), rollout(a), atol=1e-3), "the switched-off head's own weights are gone"
+    dead = a.copy()
+    dead[1] = 0  # every head of layer 1 off: that layer passes the residual stream on unchanged
+    np.testing.assert_allclose(rollout(dead)[1], rollout(a)[0], atol=1e-6)
+    np.testing.assert_allclose(rollout(dead)[2], rollout(np.delete(a, 1, axis=0))[1], atol=1e-6)
+
+
+def test_explanations_rollout_leaves_a_switched_off_encoder_head_out(rev):
+    m, tok = rev.model, rev.tokenizer
+    interventions = Interventions(ablate=frozenset({("enc_self", 0, 1), ("cross", 1, 0)}))
+    a = analyze(m, tok, SENTENCE, interventions=interventions)
+    enc = a.maps.enc_self.copy()  # (L_enc, H, S, S): head 1 of layer 0 is all zero
+    assert (enc[0, 1] == 0).all() and (enc[0, 0] > 0).any()
+    live = [h for h in range(m.cfg.n_heads) if h != 1]
+    enc[0, 1] = enc[0, live].mean(axis=0)
+    cross = a.maps.cross.copy()  # (L_dec, H, T, S): head 0 of layer 1 is all zero
+    cross[1, 0] = cross[1, 1:].mean(axis=0)
+    through = rollout(enc)[-1]  # (S, S)
+    for t in range(len(a.out_ids) + 1):
         e = explain(m, tok, a.source.ids, a.out_ids, t, interventions, ig_steps=0)
-        tot = e.norm_heads.sum(axis=-1, keepdims=True)
-        np.testing.assert_allclose(maps.cross[:, :, t], np.where(tot > 0, e.norm_heads / np.where(tot > 0, tot, 1), 0), atol=1e-5)
+        np.testing.assert_allclose(e.rollout, cross[:, :, t].mean(axis=1) @ through, atol=1e-5)
 
 
 # -- one output token explained ---------------------------------------------------------------------------------------
@@ -200,7 +287,14 @@ def test_explanation_attention_is_the_pages_map_row(rev, interventions):
         np.testing.assert_allclose(math.exp(e.target_logprob), a.maps.next_probs[t], atol=1e-5)
         assert e.target == a.tgt_out_tokens[t] and e.prefix_tokens == a.tgt_in_tokens[: t + 1]
         np.testing.assert_allclose(e.rollout.sum(axis=-1), 1, atol=1e-5)
-        np.testing.assert_allclose(e.norm_heads, e.attn * e.value_norm, atol=1e-6)
+    hooked = hooked_terms(m, a.source.ids, shift_right(a.out_ids, bos_id=m.cfg.bos_id, eos_id=m.cfg.eos_id)[1], interventions)
+    for t in range(len(a.out_ids) + 1):  # the norms explain reports are those of the real sub-layers' terms
+        e = explain(m, tok, a.source.ids, a.out_ids, t, interventions, ig_steps=0)
+        terms = hooked["cross"][:, :, t]  # (L, H, S, D): α^h_tj f^h(x_j), rebuilt from the real sub-layer's output
+        np.testing.assert_allclose(e.norm_heads, terms.norm(dim=-1).numpy(), atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(e.norm_sum, terms.sum(dim=1).norm(dim=-1).numpy(), atol=1e-5, rtol=1e-5)
+        reads = e.attn > 1e-3  # where α is not tiny, ‖f(x_j)‖ = ‖α f(x_j)‖ / α
+        np.testing.assert_allclose(e.value_norm[reads], (terms.norm(dim=-1).numpy() / np.maximum(e.attn, 1e-3))[reads], rtol=1e-3)
 
 
 @pytest.mark.parametrize("interventions", list(INTERVENTION_CASES.values()), ids=list(INTERVENTION_CASES))
@@ -419,7 +513,11 @@ def test_spearman_matches_the_textbook_formula_and_is_none_where_undefined():
     d = np.array([0, 1, 2, 3, 4]) - np.array([0, 1, 2.5, 4, 2.5])  # rank differences, the tie at 7 shares rank 2.5
     r_ties = spearman(x, y)
     assert r_ties == pytest.approx(0.8207826816681233, abs=1e-12)  # Pearson of the ranks (with the tie)
-    assert 1 - 6 * (d**2).sum() / (5 * 24) == pytest.approx(0.825)  # the no-tie shortcut is close, not exact
+    assert r_ties == pytest.approx(np.corrcoef([0, 1, 2, 3, 4], [0, 1, 2.5, 4, 2.5])[0, 1], abs=1e-12)
+    shortcut = 1 - 6 * (d**2).sum() / (5 * 24)  # 0.825: the no-tie formula, which a tie makes wrong
+    assert abs(r_ties - shortcut) > 1e-3, "ties share their mean rank: spearman is not the no-tie shortcut"
+    assert spearman(np.exp(x), y**3) == pytest.approx(r_ties, abs=1e-12), "ranks only: any increasing map keeps ρ"
+    assert spearman(x[::-1], y[::-1]) == pytest.approx(r_ties, abs=1e-12), "pairs, not positions"
     assert spearman(x, -x) == pytest.approx(-1) and spearman(x, x**3) == pytest.approx(1)
     assert spearman([1.0], [2.0]) is None and spearman([1, 1, 1], [1, 2, 3]) is None
     with pytest.raises(ValueError, match="1-D vectors of one length"):
@@ -446,17 +544,52 @@ def test_agreement_covers_every_pair_and_its_sentence_says_what_the_numbers_say(
 # -- the layer lens -----------------------------------------------------------------------------------------------------
 
 
+DECODINGS = {  # the sidebar's three methods, each with settings that are not its defaults
+    "greedy": DecodeSettings(),
+    "beam": DecodeSettings("beam", beam_size=3, alpha=0.6),
+    "sample": DecodeSettings("sample", temperature=1.5, top_k=5, seed=3),
+}
+
+
+def decoding_distributions(m, src_ids, tgt_out, interventions) -> torch.Tensor:
+    """``(T, V_tgt)``: the next-token distribution of each step of decoding forced to write ``tgt_out``, from
+    ``model.decoding.generate_steps`` itself (its key/value cache under the causal mask, the prefix recomputed without
+    it): the candidates of every step, all V_tgt of them, as a vector."""
+    V = m.cfg.n_logits
+    steps = list(
+        generate_steps(
+            m, src_ids, interventions=interventions, forced=list(tgt_out), max_new=len(tgt_out), k=V, need_weights=False
+        )
+    )
+    assert [s.chosen for s in steps] == list(tgt_out)
+    out = torch.zeros(len(steps), V)
+    for s in steps:
+        ids, probs = zip(*s.candidates, strict=True)
+        out[s.t, list(ids)] = torch.tensor(probs)
+    return out
+
+
+@pytest.mark.parametrize("method", list(DECODINGS))
 @pytest.mark.parametrize("interventions", list(INTERVENTION_CASES.values()), ids=list(INTERVENTION_CASES))
-def test_the_lens_at_the_last_layer_is_the_models_own_distribution(rev, interventions):
-    m, tok, a, tgt_in, _ = translated(rev, interventions)
+def test_the_lens_last_row_is_the_distribution_decoding_used_at_each_step(rev, interventions, method):
+    """Row t of the lens's last layer is step t's own distribution: what decoding computed before it wrote token t,
+    from the tokens written before it only, under every intervention (the causal mask off included) and every
+    decoding method. A single teacher-forced pass without the causal mask would let row t read token t itself."""
+    m, tok = rev.model, rev.tokenizer
+    a = analyze(m, tok, SENTENCE, DECODINGS[method], interventions)
+    tgt_in, tgt_out = shift_right(a.out_ids, bos_id=m.cfg.bos_id, eos_id=m.cfg.eos_id)
     lp = logit_lens_logprobs(m, a.source.ids, tgt_in, interventions)
     assert lp.shape == (m.cfg.n_dec_layers + 1, len(tgt_in), m.cfg.n_logits)
-    with torch.inference_mode():
-        own = torch.log_softmax(m(torch.tensor([a.source.ids]), torch.tensor([tgt_in]), interventions).logits[0].float(), dim=-1)
-    torch.testing.assert_close(lp[-1], own, atol=1e-5, rtol=0)
-    lens = layer_lens(m, tok, a.source.ids, a.out_ids, interventions)
-    if interventions.causal:  # one pass is what decoding ran: the last row is the probability of each piece written
-        np.testing.assert_allclose(lens.target_probs[-1], a.maps.next_probs, atol=1e-5)
+    torch.testing.assert_close(lp[-1].exp(), decoding_distributions(m, a.source.ids, tgt_out, interventions), atol=1e-5, rtol=0)
+    lens = layer_lens(m, tok, a.source.ids, a.out_ids, interventions, DECODINGS[method])
+    np.testing.assert_allclose(lens.target_probs[-1], a.maps.next_probs, atol=1e-5)  # what the other pages show
+    if method == "beam":  # the beam's own numbers: each node's log-probability less its parent's
+        nodes = [a.beam.nodes[i] for i in a.beam.best_path]
+        beam_p = [math.exp(n.logprob - p.logprob) for p, n in zip(nodes, nodes[1:], strict=False)]
+        np.testing.assert_allclose(lens.target_probs[-1][: len(beam_p)], beam_p, atol=1e-5)
+    if method == "greedy":  # greedy wrote the most probable piece at every step: the lens's top piece
+        written = len(tgt_out) if a.finished else len(tgt_out) - 1
+        assert lens.top_tokens[-1][:written] == a.tgt_out_tokens[:written]
 
 
 @pytest.mark.parametrize("interventions", list(INTERVENTION_CASES.values()), ids=list(INTERVENTION_CASES))
@@ -467,6 +600,46 @@ def test_decoder_lens_at_the_last_encoder_layer_is_normal_decoding(rev, interven
     assert len(lens) == m.cfg.n_enc_layers + 1 and lens[-1] == a.out_ids
     ll = layer_lens(m, tok, a.source.ids, a.out_ids, interventions)
     assert ll.lens_texts[-1] == a.translation and ll.lens_finished[-1] == a.finished
+
+
+LENS_DECODINGS = {  # settings whose translation differs from greedy decoding's on some sentence of the reverse model
+    **DECODINGS,
+    "sample, seed 7": DecodeSettings("sample", temperature=2.0, seed=7),
+    "beam 5, α 1.5": DecodeSettings("beam", beam_size=5, alpha=1.5, early_stop=False),
+    "budget 3": DecodeSettings(max_new=3),
+}
+
+
+@pytest.mark.parametrize("settings", list(LENS_DECODINGS.values()), ids=list(LENS_DECODINGS))
+@pytest.mark.parametrize("interventions", [INTERVENTION_CASES[k] for k in ("none", "causal_off", "ablated")], ids=["none", "causal_off", "ablated"])
+def test_decoder_lens_follows_the_decoding_settings(rev, interventions, settings):
+    """DecoderLens decodes as the sidebar says (method, beam size, α, sampling seed and filters, budget): its "= final"
+    row is the translation on screen under every setting, and the budget cuts every layer's output alike."""
+    m, tok = rev.model, rev.tokenizer
+    for text in (SENTENCE, " e d c b a a b", " m n o p"):
+        a = analyze(m, tok, text, settings, interventions)
+        ll = layer_lens(m, tok, a.source.ids, a.out_ids, interventions, settings)
+        assert (ll.lens_texts[-1], ll.lens_finished[-1]) == (a.translation, a.finished), text
+        assert ll.lens_tokens[-1] == [tok.piece_text(i) for i in a.out_ids]
+        assert ve.decoder_lens_table(ll)["= final"].iloc[-1]
+        if settings.max_new is not None:
+            assert all(len(t) <= settings.max_new for t in ll.lens_tokens)
+
+
+def test_decoder_lens_is_not_greedy_under_other_settings(rev):
+    """The settings reach DecoderLens: on a sentence where sampling (or a budget) writes another translation than
+    greedy decoding, the lens's last row is that one, not greedy's (this fails if the settings were ignored)."""
+    m, tok = rev.model, rev.tokenizer
+    greedy = analyze(m, tok, SENTENCE)
+    differ = 0
+    for settings in (DecodeSettings("sample", temperature=2.0, seed=s) for s in range(6)):
+        a = analyze(m, tok, SENTENCE, settings)
+        ll = layer_lens(m, tok, a.source.ids, a.out_ids, settings=settings)
+        assert ll.lens_texts[-1] == a.translation
+        differ += a.translation != greedy.translation
+    assert differ > 0, "some seed samples another translation than greedy decoding"
+    short = layer_lens(m, tok, greedy.source.ids, greedy.out_ids[:2], settings=DecodeSettings(max_new=2))
+    assert max(len(t) for t in short.lens_tokens) <= 2 and not short.lens_finished[-1]
 
 
 @pytest.mark.slow
@@ -510,7 +683,12 @@ def test_figures_draw_the_records_numbers(rev):
     np.testing.assert_allclose(np.asarray(heads.data[2].z), e.norm_heads[0], atol=1e-6)
     agree = ve.agreement_figure(e, 0, 1)
     rho = np.asarray(agree.data[0].z, dtype=float)
-    np.testing.assert_allclose(rho, rho.T) and np.testing.assert_allclose(np.diag(rho), 1)
+    np.testing.assert_allclose(rho, rho.T)  # two statements: `a and b` of two asserts never ran the second
+    np.testing.assert_allclose(np.diag(rho), 1)
+    names = agree.layout.meta["methods"]
+    for p in e.agreement(0, 1):  # each cell is the pair's own ρ, both ways round
+        i, j = names.index(p.a), names.index(p.b)
+        assert rho[i, j] == rho[j, i] == pytest.approx(0.0 if p.rho is None else p.rho, abs=1e-6), (p.a, p.b)
     lens = layer_lens(m, tok, a.source.ids, a.out_ids, interventions)
     lf = ve.logit_lens_figure(lens)
     np.testing.assert_allclose(np.asarray(lf.data[0].z), lens.top_probs, atol=1e-6)
@@ -528,7 +706,7 @@ def test_figures_draw_the_records_numbers(rev):
 
 def _page_nan(at) -> list[str]:
     """Titles of the charts whose JSON holds a NaN (null in a number array, or a typed array with NaN)."""
-    from app_charts import charts, decode
+    from app_charts import chart_array, charts
 
     bad = []
     for fig in charts(at):
@@ -537,7 +715,7 @@ def _page_nan(at) -> list[str]:
                 v = tr.get(k)
                 if v is None:
                     continue
-                arr = decode(v) if isinstance(v, dict) else np.array(v, dtype=object)
+                arr = chart_array(v) if isinstance(v, dict) else np.array(v, dtype=object)
                 nums = (
                     arr.astype(float)
                     if arr.dtype != object
@@ -584,13 +762,13 @@ def test_the_page_renders_every_output_token_with_no_nan(monkeypatch, rev):
     at = _app(monkeypatch, "reverse", SENTENCE)
     a = analyze(rev.model, rev.tokenizer, SENTENCE)
     _every_token(at, len(a.out_ids) + 1)
-    from app_charts import chart, decode, ok, titles
+    from app_charts import chart, chart_array, ok, titles
 
     assert not any("Logit lens" in t for t in titles(at)) and len(at.dataframe) == 1, "the lens waits for its toggle"
     at.toggle(key="layer_lens").set_value(True).run()
     ok(at)
     lens = layer_lens(rev.model, rev.tokenizer, a.source.ids, a.out_ids)
-    np.testing.assert_allclose(decode(chart(at, "Logit lens")["data"][0]["z"]), lens.top_probs, atol=1e-6)
+    np.testing.assert_allclose(chart_array(chart(at, "Logit lens")["data"][0]["z"]), lens.top_probs, atol=1e-6)
     assert len(at.dataframe) == 2 and list(at.dataframe[1].value["greedy translation"]) == lens.lens_texts
     assert not _page_nan(at)
 
@@ -606,7 +784,7 @@ def test_the_page_renders_every_output_token_of_the_example_on_the_shipped_model
 
 
 def test_the_page_follows_the_mask_labs_interventions_and_the_contrast(monkeypatch, rev):
-    from app_charts import chart, decode, ok, switch_to
+    from app_charts import chart, chart_array, ok, switch_to
 
     at = _app(monkeypatch, "reverse", SENTENCE)
     ok(switch_to(at, "masks").run())
@@ -614,7 +792,7 @@ def test_the_page_follows_the_mask_labs_interventions_and_the_contrast(monkeypat
     ok(switch_to(at, "explain").run())
     assert any("Following the Mask lab" in i.value for i in at.info)
     fig = chart(at, "Why ")
-    z = decode(fig["data"][0]["z"]).astype(float)
+    z = chart_array(fig["data"][0]["z"]).astype(float)
     assert (z[:, 1] == 0).all() and fig["data"][1]["name"] == "hidden"
     interventions = Interventions(src_hidden=frozenset({1}))
     a = analyze(rev.model, rev.tokenizer, SENTENCE, interventions=interventions)
@@ -627,7 +805,7 @@ def test_the_page_follows_the_mask_labs_interventions_and_the_contrast(monkeypat
     at.button(key="ig_run").click().run()
     ok(at)
     c = explain(rev.model, rev.tokenizer, a.source.ids, a.out_ids, 0, interventions, contrast=y2, ig_segments=IG_SEGMENTS)
-    z = decode(chart(at, "Why ")["data"][0]["z"]).astype(float)
+    z = chart_array(chart(at, "Why ")["data"][0]["z"]).astype(float)
     scale = chart(at, "Why ")["layout"]["meta"]["scale"][METHODS.index(IG)]
     np.testing.assert_allclose(z[METHODS.index(IG)] * scale, c.ig.ig, atol=1e-5)
 
@@ -643,9 +821,9 @@ def test_the_attention_page_draws_norm_weighted_shares_of_every_head(monkeypatch
     a = analyze(rev.model, rev.tokenizer, SENTENCE)
     _, tgt_out = shift_right(a.out_ids, bos_id=rev.model.cfg.bos_id, eos_id=rev.model.cfg.eos_id)
     maps = norm_weighted_maps(rev.model, a.source.ids, tgt_out)
-    from app_charts import decode
+    from app_charts import chart_array
 
-    meta, z = fig["layout"]["meta"], decode(fig["data"][0]["z"]).astype(float)
+    meta, z = fig["layout"]["meta"], chart_array(fig["data"][0]["z"]).astype(float)
     Q, K, gap = meta["Q"], meta["K"], meta["gap"]
     for l in range(meta["L"]):
         for h in range(meta["H"]):

@@ -61,17 +61,17 @@ def test_kv_cached_decoding_on_the_gpu_equals_full_recomputation(pair):
     tgt = torch.tensor([[tok.bos_id] + tok.encode("Mein Freund Jakob wohnt in Stuttgart.", target=True)], device="cuda")
     with torch.no_grad():
         enc = m.encode(src)
-        full = m.decode(tgt, enc, need_weights=True)
+        full = m.decoder_forward(tgt, enc, need_weights=True)
         cache = None
         for t in range(tgt.size(1)):
-            step = m.decode(tgt[:, t : t + 1], enc, cache=cache, need_weights=True)
+            step = m.decoder_forward(tgt[:, t : t + 1], enc, cache=cache, need_weights=True)
             cache = step.cache
             torch.testing.assert_close(step.logits, full.logits[:, t : t + 1], atol=1e-4, rtol=0)
             torch.testing.assert_close(step.cross_attn, full.cross_attn[..., t : t + 1, :], atol=1e-5, rtol=0)
         # the future never changes the past: a different last token leaves every earlier row as it was
         other = tgt.clone()
         other[0, -1] = tok.eos_id
-        changed = m.decode(other, enc, need_weights=True)
+        changed = m.decoder_forward(other, enc, need_weights=True)
         torch.testing.assert_close(changed.logits[:, :-1], full.logits[:, :-1], atol=1e-5, rtol=0)
 
 

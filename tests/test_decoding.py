@@ -25,8 +25,8 @@ from model.checkpoint import PRETRAINED, load_checkpoint
 from model.decoding import (
     SamplingSettings,
     beam_search,
-    decode_ids,
     filtered_probs,
+    generate_ids,
     generate_steps,
     greedy_batch,
     length_penalty,
@@ -175,7 +175,7 @@ def test_step_api_greedy_matches_greedy_batch_and_reports_its_candidates():
     model = make_model(7)
     ids = src_ids(7)
     steps = list(generate_steps(model, ids, k=5))
-    assert decode_ids(model, ids) == greedy_one(model, ids)
+    assert generate_ids(model, ids) == greedy_one(model, ids)
     for s in steps:
         probs = [p for _, p in s.candidates]
         assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
@@ -214,8 +214,8 @@ def test_sampling_is_repeatable_with_a_seed_and_top_k_one_is_greedy():
     model = make_model(9)
     ids = src_ids(9)
     s = SamplingSettings("sample", temperature=1.5, seed=4)
-    assert decode_ids(model, ids, sampling=s) == decode_ids(model, ids, sampling=s)
-    assert decode_ids(model, ids, sampling=SamplingSettings("sample", top_k=1, seed=1)) == greedy_one(model, ids)
+    assert generate_ids(model, ids, sampling=s) == generate_ids(model, ids, sampling=s)
+    assert generate_ids(model, ids, sampling=SamplingSettings("sample", top_k=1, seed=1)) == greedy_one(model, ids)
 
 
 @settings(max_examples=50, deadline=None)
@@ -480,7 +480,7 @@ def test_different_seeds_give_different_samples_and_the_first_step_follows_filte
     chi2 = float(((counts[kept] - expected) ** 2 / expected).sum())
     critical = {1: 10.83, 2: 13.82, 3: 16.27}[len(kept) - 1]  # chi-squared 0.999 quantiles
     assert chi2 < critical, f"chi2 {chi2:.1f} >= {critical} (counts {counts[kept]}, expected {expected.round(1)})"
-    outputs = {tuple(decode_ids(model, ids, sampling=replace(s, seed=seed))) for seed in range(8)}
+    outputs = {tuple(generate_ids(model, ids, sampling=replace(s, seed=seed))) for seed in range(8)}
     assert len(outputs) > 1, "different seeds gave the same sample every time"
 
 

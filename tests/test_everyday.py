@@ -143,7 +143,7 @@ NEGATED_PHRASES = (
 def test_no_phrase_loses_its_negation_to_a_common_affirmative():
     """The Compare page's pair is one instance of a pattern: "<subject> didn't <verb> the <noun> because …". Each of
     12 negated phrases goes into 8 subjects × 4 endings (32 sentences); each phrase must keep a German negation in at
-    least 30 of its 32, greedy. Stage 16d keeps 383 of 384. Stage 17's GPU runs (session 26) kept the Tatoeba dev
+    least 30 of its 32, greedy. Stage 16d keeps 383 of 384. Stage 17's GPU runs kept the Tatoeba dev
     negations (171–173 of 173) and the app's two examples, yet wrote "Der Hund überquerte die Straße, weil es zu
     müde war." for 6 to 17 of the 32 "didn't cross the street": "überquerte die Straße." is an affirmative the
     captions and Tatoeba hold 200 times over, "… die Straße nicht" 4 times."""
@@ -247,7 +247,7 @@ def test_clock_times_in_words_come_out_as_german_says_them_as_often_as_the_shipp
 
 # Clock times as typed. BConTrasT's chats move a time 12 hours when the conversation said "tonight" (313 training
 # pairs, 102 with no English word saying so), and stage 14 wrote "We meet at 7:45." as "... um 19:45 Uhr." (208 of
-# these 240 kept). The probe of the model card's stage tables: 5 frames x the hours 1-12 x 4 minutes.
+# these 240 kept). The clock-time probe of the model card's evaluation table: 5 frames x the hours 1-12 x 4 minutes.
 CLOCK_FRAMES = (
     "We meet at {}.",
     "I get up at {} every day.",
@@ -286,8 +286,8 @@ def test_clock_times_come_through_as_typed_as_often_as_the_shipped_floor():
     assert kept_n >= CLOCK_TYPED_FLOOR, f"{kept_n} of 240 clock times as typed (< {CLOCK_TYPED_FLOOR}):\n" + "\n".join(missed)
 
 
-# Dates in each of the four English forms a student types, written as German writes them ("12. Mai"): the probe of
-# the model card's date column, 5 frames x 4 forms x 6 dates. (Stage 15 kept 68 of an earlier version's 120, stage
+# Dates in each of the four English forms a student types, written as German writes them ("12. Mai"): the date probe
+# of the model card's evaluation table, 5 frames x 4 forms x 6 dates. (Stage 15 kept 68 of an earlier version's 120, stage
 # 16d 85; from stage 18 on every stage kept all 120 of that version, whose frames were lost; this one re-creates it
 # from its description.)
 DATE_FRAMES = ("I was born on {}.", "My birthday is on {}.", "The concert is on {}.", "We met on {}.", "School starts on {}.")

@@ -23,7 +23,7 @@ TIMEOUT = 180  # seconds per script run: the first one loads the model
 if not (REVERSE / "config.json").exists():
     pytest.skip(f"no reverse checkpoint at {REVERSE}", allow_module_level=True)
 
-from app_charts import chart, decode, ok, page_alone, switch_to  # noqa: E402  (tests/app_charts.py)
+from app_charts import chart, chart_array, ok, page_alone, switch_to  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from analysis.analyze import analyze  # noqa: E402
@@ -49,9 +49,9 @@ def open_page(**params) -> AppTest:
 
 def weights_and_scores(at: AppTest) -> tuple[np.ndarray, np.ndarray, dict]:
     """The weights bar's values, the scaled-score bars (NaN where −∞) and the scores figure."""
-    w = decode(chart(at, "Softmax weights")["data"][0]["y"]).astype(float)
+    w = chart_array(chart(at, "Softmax weights")["data"][0]["y"]).astype(float)
     scores = chart(at, "Scores q")
-    return w, decode(scores["data"][1]["y"]).astype(float), scores
+    return w, chart_array(scores["data"][1]["y"]).astype(float), scores
 
 
 def minus_inf_keys(scores: dict) -> list[int]:
@@ -60,7 +60,7 @@ def minus_inf_keys(scores: dict) -> list[int]:
     if not inf:
         return []
     assert set(inf[0]["text"]) == {"\u2212\u221e"}
-    return [int(x) for x in decode(inf[0]["x"])]
+    return [int(x) for x in chart_array(inf[0]["x"])]
 
 
 @pytest.mark.parametrize("kind, layer, head, query", [("enc_self", 1, 1, 2), ("dec_self", 2, 2, 1), ("cross", 1, 2, 3)])
@@ -109,7 +109,7 @@ def test_switching_the_head_off_zeroes_its_block_of_the_concatenation(rev):
     at = open_page(kind="cross", layer=2, head=2, query=0)
     at.toggle(key="trace_off").set_value(True).run()
     ok(at)
-    z = decode(chart(at, "Concatenate the heads")["data"][0]["z"])
+    z = chart_array(chart(at, "Concatenate the heads")["data"][0]["z"])
     dh = rev.model.cfg.d_head
     assert (z[0, dh : 2 * dh] == 0).all() and (z[0, :dh] != 0).any()
     assert "switched off" in chart(at, "Softmax weights")["layout"]["title"]["text"]

@@ -31,7 +31,7 @@ TIMEOUT = 180  # seconds per script run: the first one loads the model
 if not (REVERSE / "config.json").exists():
     pytest.skip(f"no reverse checkpoint at {REVERSE}", allow_module_level=True)
 
-from app_charts import chart, decode, ok, page_alone, switch_to, titles  # noqa: E402  (tests/app_charts.py)
+from app_charts import chart, chart_array, ok, page_alone, switch_to, titles  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from analysis.analyze import align_pieces, analyze, encoder_distance, step_trace, teacher_forced  # noqa: E402
@@ -159,14 +159,14 @@ def test_compare_difference_map_is_b_minus_a_when_the_counts_match(rev):
     pair = PAIRS["one-letter"]
     ra, rb = analyze(rev.model, rev.tokenizer, pair.a), analyze(rev.model, rev.tokenizer, pair.b)
     a_map, b_map = ra.maps.cross[0, 1], rb.maps.cross[0, 1]
-    np.testing.assert_allclose(np.nan_to_num(decode(chart(at, "A: Cross")["data"][0]["z"])), a_map, atol=1e-6)
-    diff = decode(chart(at, "B − A")["data"][0]["z"]).astype(float)
+    np.testing.assert_allclose(np.nan_to_num(chart_array(chart(at, "A: Cross")["data"][0]["z"])), a_map, atol=1e-6)
+    diff = chart_array(chart(at, "B − A")["data"][0]["z"]).astype(float)
     np.testing.assert_allclose(diff, b_map - a_map, atol=1e-6)
     assert np.abs(diff).max() > 0
 
     at.radio(key=keys.KIND).set_value("enc_self").run()
     ok(at)
-    diff = decode(chart(at, "B − A: Encoder")["data"][0]["z"]).astype(float)
+    diff = chart_array(chart(at, "B − A: Encoder")["data"][0]["z"]).astype(float)
     np.testing.assert_allclose(diff, rb.maps.enc_self[0, 1] - ra.maps.enc_self[0, 1], atol=1e-6)
 
 
@@ -183,7 +183,7 @@ def test_compare_feeds_a_translation_to_b_when_only_the_translations_differ_in_l
     cfg = m.model.cfg
     tgt_in, tgt_out = shift_right(ra.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
     forced = teacher_forced(m.model, rb.source.ids, tgt_in, tgt_out)
-    diff = decode(chart(at, "B − A, both writing A's translation")["data"][0]["z"]).astype(float)
+    diff = chart_array(chart(at, "B − A, both writing A's translation")["data"][0]["z"]).astype(float)
     np.testing.assert_allclose(diff, forced.cross[1, 2] - ra.maps.cross[1, 2], atol=1e-5)
     assert np.abs(diff).max() > 0 and not at.info
 
@@ -197,14 +197,14 @@ def test_compare_draws_no_difference_when_the_counts_differ():
 
 def test_compare_distances_are_zero_for_identical_inputs_and_positive_where_they_differ(rev):
     at = open_page("compare", a=" a b c d", b=" a b c d")
-    assert (decode(chart(at, "encoder output moved")["data"][0]["y"]) == 0).all()
+    assert (chart_array(chart(at, "encoder output moved")["data"][0]["y"]) == 0).all()
     assert dict(at.query_params) == {"a": " a b c d", "b": " a b c d"}, "own sentences go to the URL as a= and b="
     _, marks = chip_marks(at, "cmp-out-b")
     assert "changed" not in marks
 
     at.text_input(key=keys.COMPARE_B).set_value(" a b x d").run()
     ok(at)
-    y = decode(chart(at, "encoder output moved")["data"][0]["y"]).astype(float)
+    y = chart_array(chart(at, "encoder output moved")["data"][0]["y"]).astype(float)
     want = encoder_distance(rev.model, rev.tokenizer, " a b c d", " a b x d").distance
     np.testing.assert_allclose(y, want, atol=1e-5)
     assert y[2] > 0 and y[2] == y.max(), "the changed letter's own vector moves most"
@@ -249,11 +249,11 @@ def check_step_numbers(at: AppTest, k: int, rev) -> None:
     fig = chart(at, FIGURE[k])
     if k == 2:
         pe = rev.model.positional_encoding(len(a.source.ids)).detach().numpy()
-        np.testing.assert_allclose(decode(fig["data"][0]["z"]), pe, atol=1e-5)
+        np.testing.assert_allclose(chart_array(fig["data"][0]["z"]), pe, atol=1e-5)
     elif k in (3, 5, 6):  # the default: the last layer, mean over heads
         kind = {3: "enc_self", 5: "dec_self", 6: "cross"}[k]
         attn = getattr(a.maps, kind)
-        z = decode(fig["data"][0]["z"]).astype(float)
+        z = chart_array(fig["data"][0]["z"]).astype(float)
         want = head_average(attn, attn.shape[0] - 1)
         drawn = ~np.isnan(z)
         np.testing.assert_allclose(z[drawn], want[drawn], atol=1e-5)
@@ -263,15 +263,15 @@ def check_step_numbers(at: AppTest, k: int, rev) -> None:
         assert fig["layout"]["meta"]["L"] == cfg.n_enc_layers and fig["layout"]["meta"]["H"] == cfg.n_heads
     elif k == 7:
         first = step_trace(rev.model, rev.tokenizer, a.source.ids)[0]
-        np.testing.assert_allclose(decode(fig["data"][0]["x"]), [p for _, _, p in first.candidates], atol=1e-5)
+        np.testing.assert_allclose(chart_array(fig["data"][0]["x"]), [p for _, _, p in first.candidates], atol=1e-5)
     elif k == 10:  # the first output token, layer 2's mean over heads, the gradient methods on request
         e = explain(rev.model, rev.tokenizer, a.source.ids, a.out_ids, 0, ig_steps=0)
-        z = decode(fig["data"][0]["z"]).astype(float)
+        z = chart_array(fig["data"][0]["z"]).astype(float)
         assert fig["layout"]["meta"]["methods"] == list(e.methods)
         np.testing.assert_allclose(z[0] * fig["layout"]["meta"]["scale"][0], e.scores(cfg.n_dec_layers - 1)[ATTENTION], atol=1e-5)
     elif k == 9:
         hidden = at.selectbox(key=keys.LESSON_HIDE).value
-        z = decode(fig["data"][0]["z"]).astype(float)
+        z = chart_array(fig["data"][0]["z"]).astype(float)
         assert np.isnan(z[:, hidden]).all() and not np.isnan(np.delete(z, hidden, axis=1)).any()
         after = analyze(rev.model, rev.tokenizer, SENTENCE, interventions=Interventions(src_hidden=frozenset({hidden})))
         texts = [h.proto.body for h in at.get("html") if 'class="translation"' in h.proto.body]

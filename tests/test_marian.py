@@ -43,7 +43,7 @@ from transformers.models.marian.modeling_marian import MarianSinusoidalPositiona
 from analysis.analyze import analyze
 from convert.marian import MarianImportError, import_marian, main
 from model.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
-from model.decoding import beam_search, decode_ids  # noqa: E402
+from model.decoding import beam_search, generate_ids  # noqa: E402
 from model.settings import DecodeSettings
 from model.spm_tokenizer import SentencePieceTokenizer  # noqa: E402
 from model.transformer import TransformerConfig, sinusoidal_encoding  # noqa: E402
@@ -130,14 +130,14 @@ def test_logits_and_every_attention_map_equal_the_originals(pair):
 
 
 def test_greedy_equals_generate(pair):
-    """``generate(num_beams=1)`` against ``decode_ids`` and the app's ``analyze``: the same ids for every input."""
+    """``generate(num_beams=1)`` against ``generate_ids`` and the app's ``analyze``: the same ids for every input."""
     _, original, loaded, hf_tok, _ = pair
     lengths = []
     for text in INPUTS:
         ids = hf_tok(text).input_ids
         with torch.inference_mode():
             want = generated(original.generate(torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=BUDGET), 0)
-        assert decode_ids(loaded.model, ids, max_new=BUDGET, need_weights=False) == want, text
+        assert generate_ids(loaded.model, ids, max_new=BUDGET, need_weights=False) == want, text
         assert analyze(loaded.model, loaded.tokenizer, text, DecodeSettings(max_new=BUDGET)).out_ids == want, text
         lengths.append(len(want))
     assert min(lengths) < BUDGET and max(lengths) > 2, f"outputs of every kind (ended, long): {lengths}"
@@ -158,14 +158,15 @@ def test_beam_equals_generate(pair, early_stop):
     - candidates: both take the 2k best continuations of the live hypotheses. HF finishes a continuation that ends in
       </s> only if it is among the top k of them; ours finishes every </s> it meets before it has k live ones, so it
       may also finish one ranked k+1 .. 2k. That changes the output only if such a hypothesis outscores every one HF
-      finishes: the test counts how often ours took one (``beyond``) and asserts the outputs equal all the same.
+      finishes: the test counts how often ours took one (``beyond``), asserts that it did, and that the outputs equal
+      all the same.
     - the forbidden <pad>: HF sets its log-probability to -inf after the softmax, ours removes it before (a logit bias
-      of -inf), so the other tokens' log-probabilities differ by log(1 - p(<pad>)): the variant that forbids <pad> is
-      left out here (greedy decoding, which compares logits, is the same for it: ``test_greedy_equals_generate``).
+      of -inf), so the other tokens' log-probabilities would differ by log(1 - p(<pad>)). ``renormalize_logits=True``
+      makes ``generate()`` apply log-softmax again after its processors, which removes <pad> before the
+      normalisation as ours does: the two are then defined alike for every variant (for those that forbid nothing it
+      changes no number).
     """
     name, original, loaded, hf_tok, _ = pair
-    if VARIANTS[name].get("bad_pad"):
-        pytest.skip("forbidden <pad>: removed before the softmax here, after it in generate() (see the docstring)")
     beyond = compared = 0
     for k in (3, 5):
         for text in INPUTS:
@@ -178,6 +179,7 @@ def test_beam_equals_generate(pair, early_stop):
                     max_new_tokens=BUDGET,
                     length_penalty=0.0,
                     early_stopping=early_stop,
+                    renormalize_logits=True,
                 )
             want = generated(out, 0)
             res = beam_search(loaded.model, ids, beam_size=k, alpha=0.0, early_stop=early_stop, max_new=BUDGET)
@@ -190,7 +192,9 @@ def test_beam_equals_generate(pair, early_stop):
             beyond += sum(n.finished and n.token == 0 and r >= k for nodes in ranks.values() for r, n in enumerate(nodes))
             compared += 1
     assert compared == 2 * len(INPUTS)
-    print(f"{name}: {compared} beam searches equal; ours finished a </s> ranked beyond k {beyond} times")
+    # the case where the two searches are defined differently did occur (13 to 81 times per variant and rule when
+    # written), so the equal outputs above cover it and do not hold by its absence
+    assert beyond > 0, f"{name}: ours never finished a </s> ranked beyond k: the difference went untested"
 
 
 def test_sinusoids_are_marians():
@@ -317,6 +321,150 @@ def test_importer_refuses_what_it_cannot_represent_and_names_it(source, tmp_path
     assert not (tmp_path / "out").exists(), "nothing is written for a refused model"
     with pytest.raises(SystemExit, match=named.replace(".", r"\.")):  # the command line says the same
         main([str(folder), "--out", str(tmp_path / "out")])
+
+
+def _sharded(source: Path, tmp_path: Path, max_shard_size: str = "20KB") -> Path:
+    """``source`` saved again by ``save_pretrained(max_shard_size=...)``: safetensors shards and their index, no
+    model.safetensors; the tokenizer's files and the card copied beside them."""
+    from transformers import MarianMTModel
+
+    folder = tmp_path / "sharded" / "opus-mt-en-de"
+    MarianMTModel.from_pretrained(str(source)).save_pretrained(str(folder), max_shard_size=max_shard_size)
+    for f in source.iterdir():
+        if f.is_file() and not (folder / f.name).exists() and not f.name.startswith("model"):
+            shutil.copyfile(f, folder / f.name)
+    return folder
+
+
+def test_sharded_weights_are_read_through_their_index(source, tmp_path):
+    """A model saved in shards (``model.safetensors.index.json`` and ``model-0000i-of-0000n.safetensors``) imports as
+    the same model as from one file; a shard missing, or one that lacks a tensor its index names, is refused."""
+    folder = _sharded(source, tmp_path)
+    shards = sorted(folder.glob("model-*-of-*.safetensors"))
+    assert not (folder / "model.safetensors").exists() and (folder / "model.safetensors.index.json").is_file()
+    assert len(shards) > 2, "small shards: the tensors are spread over several files"
+    from_shards = import_marian(folder, tmp_path / "from-shards")
+    from_one = import_marian(source, tmp_path / "from-one")
+    assert from_shards.model.cfg == from_one.model.cfg
+    ours = from_shards.model.state_dict()
+    for k, v in from_one.model.state_dict().items():
+        assert torch.equal(v, ours[k]), k
+    state = load_file(str(shards[0]))
+    save_file(dict(list(state.items())[1:]), str(shards[0]))  # one tensor gone from the first shard
+    with pytest.raises(MarianImportError, match=r"index\.json names tensors its shards do not hold: \['" + list(state)[0]):
+        import_marian(folder, tmp_path / "lost-tensor")
+    shards[-1].unlink()
+    with pytest.raises(MarianImportError, match="cannot be read"):
+        import_marian(folder, tmp_path / "lost-shard")
+    assert not (tmp_path / "lost-tensor").exists() and not (tmp_path / "lost-shard").exists()
+
+
+class _FakeHub:
+    """A stand-in for ``huggingface_hub`` (no connection here): ``HfApi().list_repo_files`` lists a local folder (and
+    files a hub repository also holds: other frameworks' weights), ``snapshot_download`` copies the files matching
+    ``allow_patterns`` into a cache folder, as the hub's client does, and records what was asked."""
+
+    def __init__(self, repo: Path, cache: Path, extra: tuple[str, ...] = ("tf_model.h5", "rust_model.ot", ".gitattributes")):
+        self.repo, self.cache, self.extra, self.asked = repo, cache, extra, []
+
+    def HfApi(self):  # noqa: N802  (the hub's class name)
+        fake = self
+
+        class _Api:
+            def list_repo_files(self, name):
+                return [p.name for p in fake.repo.iterdir() if p.is_file()] + list(fake.extra)
+
+        return _Api()
+
+    def snapshot_download(self, name, allow_patterns):
+        self.asked.append((name, list(allow_patterns)))
+        out = self.cache / name.replace("/", "--")
+        out.mkdir(parents=True)
+        for f in allow_patterns:
+            assert (self.repo / f).is_file(), f"asked for {f}, which the repository does not hold"
+            shutil.copyfile(self.repo / f, out / f)
+        return str(out)
+
+
+@pytest.mark.parametrize("layout", ["one file", "shards"])
+def test_a_hub_name_downloads_what_the_import_reads_and_no_more(source, tmp_path, monkeypatch, layout):
+    import types
+
+    repo = source if layout == "one file" else _sharded(source, tmp_path)
+    fake = _FakeHub(repo, tmp_path / "cache")
+    hub = types.ModuleType("huggingface_hub")
+    hub.HfApi, hub.snapshot_download = fake.HfApi, fake.snapshot_download
+    monkeypatch.setitem(sys.modules, "huggingface_hub", hub)
+    loaded = import_marian("Helsinki-NLP/opus-mt-en-de", tmp_path / "from-hub")
+    [(name, patterns)] = fake.asked
+    assert name == "Helsinki-NLP/opus-mt-en-de"
+    weights = {"model.safetensors"} if layout == "one file" else {"model.safetensors.index.json", *(p.name for p in repo.glob("model-*.safetensors"))}
+    assert set(patterns) == {"config.json", "generation_config.json", "README.md", "tokenizer_config.json", "source.spm", "target.spm", "vocab.json"} | weights
+    local = import_marian(source, tmp_path / "local")
+    for k, v in local.model.state_dict().items():
+        assert torch.equal(v, loaded.model.state_dict()[k]), k
+    card = (tmp_path / "from-hub" / "README.md").read_text()
+    assert "python -m convert.marian Helsinki-NLP/opus-mt-en-de" in card and "English → German" in card
+
+    def offline(*_, **__):
+        raise ConnectionError("no route to host")
+
+    hub.snapshot_download = offline
+    with pytest.raises(MarianImportError, match=r"cannot download 'Helsinki-NLP/opus-mt-en-de'.*ConnectionError"):
+        import_marian("Helsinki-NLP/opus-mt-en-de", tmp_path / "offline")
+    fake.extra = ()
+    hub.snapshot_download = fake.snapshot_download
+    hub.HfApi = _FakeHub(tmp_path / "empty", tmp_path / "cache2", extra=("config.json", "tf_model.h5")).HfApi
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MarianImportError, match="has no model.safetensors"):
+        import_marian("someone/tf-only", tmp_path / "tf-only")
+
+
+def test_the_decoder_starts_from_decoder_start_token_id(tokenizer_dir, tmp_path):
+    """``bos_id`` is read from ``decoder_start_token_id``, not assumed to be the pad id: a model whose decoder starts
+    from another piece imports with that start, writes what ``generate()`` writes, and its card names the piece."""
+    folder = _source(tokenizer_dir, tmp_path)
+    vocab = ms.vocab_of(folder)
+    start = vocab["▁The"] if "▁The" in vocab else 2
+    original = ms.build_marian(folder, decoder_start_token_id=start)
+    loaded = import_marian(folder, tmp_path / "imported")
+    assert (loaded.model.cfg.bos_id, loaded.model.cfg.pad_id) == (start, vocab["<pad>"])
+    hf_tok = MarianTokenizer.from_pretrained(str(folder))
+    for text in INPUTS:
+        ids = hf_tok(text).input_ids
+        with torch.inference_mode():
+            out = original.generate(torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=BUDGET)
+        assert out[0, 0] == start
+        assert decode_ids(loaded.model, ids, max_new=BUDGET, need_weights=False) == generated(out, 0), text
+    card = (tmp_path / "imported" / "README.md").read_text()
+    assert f"The decoder starts from `{loaded.tokenizer.piece_text(start)}` (id {start}" in card
+
+
+def test_a_decoder_start_the_import_cannot_honour_is_refused_and_named(source, tmp_path):
+    generation = json.loads((source / "generation_config.json").read_text())
+    pad = generation["decoder_start_token_id"]
+    for i, (gen, conf, named) in enumerate(
+        (
+            ({"decoder_start_token_id": pad - 1}, None, "decoder_start_token_id: generation_config.json says"),
+            ({"forced_bos_token_id": 5}, None, "generation_config.json: forced_bos_token_id = 5"),
+            (None, {"forced_bos_token_id": 5}, "config.json: forced_bos_token_id = 5"),
+            (None, {"decoder_start_token_id": 10**6}, "decoder_start_token_id: generation_config.json says"),
+            ({"decoder_start_token_id": None}, {"decoder_start_token_id": -1}, "decoder_start_token_id = -1: not one token id"),
+        )
+    ):
+        folder = spoiled(source, tmp_path / str(i), conf)
+        if gen:
+            (folder / "generation_config.json").write_text(json.dumps({**generation, **gen}))
+        with pytest.raises(MarianImportError, match=named):
+            import_marian(folder, tmp_path / str(i) / "out")
+        assert not (tmp_path / str(i) / "out").exists()
+    # config.json without the field: the generation config's start, not MarianConfig's default (58100)
+    folder = tmp_path / "no-field" / "src"
+    shutil.copytree(source, folder)
+    conf = json.loads((folder / "config.json").read_text())
+    del conf["decoder_start_token_id"]
+    (folder / "config.json").write_text(json.dumps(conf))
+    assert import_marian(folder, tmp_path / "no-field" / "out").model.cfg.bos_id == pad
 
 
 class _Payload:

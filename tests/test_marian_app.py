@@ -21,7 +21,7 @@ pytest.importorskip("transformers", reason="the test model is built with transfo
 
 import marian_support as ms  # noqa: E402  (tests/marian_support.py)
 import sentencepiece as spm  # noqa: E402
-from app_charts import chart, charts, decode, ok, page_alone, switch_to  # noqa: E402  (tests/app_charts.py)
+from app_charts import chart, chart_array, charts, ok, page_alone, switch_to  # noqa: E402  (tests/app_charts.py)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 from transformers import MarianTokenizer  # noqa: E402
 
@@ -115,7 +115,7 @@ def test_attention_mosaic_is_analyzes_maps_and_rows_sum_to_one(models, kind):
     fig = next(c for c in charts(at) if c["layout"].get("meta", {}).get("gap") is not None)
     m = fig["layout"]["meta"]
     assert (m["L"], m["H"], m["kind"]) == (attn.shape[0], attn.shape[1], kind)
-    z, gap, Q, K = decode(fig["data"][0]["z"]).astype(float), m["gap"], m["Q"], m["K"]
+    z, gap, Q, K = chart_array(fig["data"][0]["z"]).astype(float), m["gap"], m["Q"], m["K"]
     for layer in range(m["L"]):
         for head in range(m["H"]):
             t = z[layer * (Q + gap) : layer * (Q + gap) + Q, head * (K + gap) : head * (K + gap) + K]  # (Q, K) one tile
@@ -131,7 +131,7 @@ def test_inside_one_head_shows_analyzes_weights(models, kind, layer, head, query
     for k, v in {"kind": kind, "layer": layer, "head": head, "query": query}.items():
         at.query_params[k] = str(v)
     ok(at.run())
-    w = decode(chart(at, "Softmax weights")["data"][0]["y"]).astype(float)
+    w = chart_array(chart(at, "Softmax weights")["data"][0]["y"]).astype(float)
     want = getattr(analyze(loaded.model, loaded.tokenizer, SENTENCE).maps, kind)[layer - 1, head - 1, query]
     np.testing.assert_allclose(w, want[: len(w)], atol=1e-5)
     assert abs(w.sum() - 1) < 1e-5

@@ -18,7 +18,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from app_charts import chart, charts, decode, ok, streamlit_log
+from app_charts import chart, chart_array, charts, ok, streamlit_log
 from hypothesis import given
 from hypothesis import strategies as hst
 from streamlit.testing.v1 import AppTest
@@ -240,7 +240,7 @@ def test_a_head_switched_off_shows_no_nan_inside_one_head():
         for trace in fig["data"]:
             for name in ("x", "y", "z"):
                 if isinstance(trace.get(name), dict):  # a typed numeric array
-                    assert np.isfinite(decode(trace[name]).astype(float)).all(), (fig["layout"]["title"], name)
+                    assert np.isfinite(chart_array(trace[name]).astype(float)).all(), (fig["layout"]["title"], name)
             assert "nan" not in str(trace.get("text", "")).lower()
 
 

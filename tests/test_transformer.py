@@ -219,8 +219,8 @@ def test_source_padding_changes_nothing_for_real_tokens(variant):
     with torch.no_grad():
         alone_enc = model.encode(src, need_weights=True)
         batch_enc = model.encode(torch.cat([padded, longer]), need_weights=True)
-        alone = model.decode(tgt, alone_enc, need_weights=True)
-        both = model.decode(torch.cat([tgt, rand_ids(1, 4, 10)]), batch_enc, need_weights=True)
+        alone = model.decoder_forward(tgt, alone_enc, need_weights=True)
+        both = model.decoder_forward(torch.cat([tgt, rand_ids(1, 4, 10)]), batch_enc, need_weights=True)
     torch.testing.assert_close(batch_enc.memory[0, :5], alone_enc.memory[0], atol=1e-5, rtol=0)
     torch.testing.assert_close(batch_enc.enc_self_attn[:, 0, :, :5, :5], alone_enc.enc_self_attn[:, 0], atol=1e-6, rtol=0)
     torch.testing.assert_close(both.logits[0], alone.logits[0], atol=1e-5, rtol=0)
@@ -406,7 +406,7 @@ def test_logits_at_one_row_per_item_are_those_rows_of_the_full_logits():
     at = torch.tensor([5, 2])  # item 1's last real row (its target holds 3 tokens)
     with torch.no_grad():
         enc = model.encode(src)
-        full, one = model.decode(tgt, enc).logits, model.decode(tgt, enc, logits_at=at).logits
+        full, one = model.decoder_forward(tgt, enc).logits, model.decoder_forward(tgt, enc, logits_at=at).logits
     assert one.shape == (2, 1, V)
     torch.testing.assert_close(one[:, 0], full[torch.arange(2), at])
 
@@ -423,10 +423,10 @@ def test_kv_cached_decoding_equals_full_recomputation(variant, interventions, ch
     T = tgt.size(1)
     with torch.no_grad():
         enc = model.encode(src, interventions)
-        full = model.decode(tgt, enc, interventions, need_weights=True)
+        full = model.decoder_forward(tgt, enc, interventions, need_weights=True)
         cache, first_cross_kv = None, None
         for t in range(0, T, chunk):
-            step = model.decode(tgt[:, t : t + chunk], enc, interventions, cache=cache, need_weights=True)
+            step = model.decoder_forward(tgt[:, t : t + chunk], enc, interventions, cache=cache, need_weights=True)
             cache = step.cache
             n = step.logits.size(1)
             assert step.dec_self_attn.shape[-2:] == (n, t + n)
@@ -445,10 +445,10 @@ def test_max_len_exceeded_raises_value_error():
         model.encode(rand_ids(1, 9, 0))
     enc = model.encode(rand_ids(1, 8, 0))  # exactly max_len is fine
     with pytest.raises(ValueError, match="max_len"):
-        model.decode(rand_ids(1, 9, 1), enc)
-    cache = model.decode(rand_ids(1, 8, 1), enc).cache
+        model.decoder_forward(rand_ids(1, 9, 1), enc)
+    cache = model.decoder_forward(rand_ids(1, 8, 1), enc).cache
     with pytest.raises(ValueError, match="max_len"):  # one more token past a full cache
-        model.decode(rand_ids(1, 1, 2), enc, cache=cache)
+        model.decoder_forward(rand_ids(1, 1, 2), enc, cache=cache)
 
 
 def test_config_validates_and_round_trips():
@@ -508,7 +508,7 @@ def test_eval_model_is_stateless():
     rb1 = run(model, src_b, tgt_b, Interventions(temperature=2.0, ablate={("cross", 0, 0)}))
     ra2 = run(model, src_a, tgt_a)
     with torch.no_grad():
-        model.decode(tgt_b[:, :2], model.encode(src_b), need_weights=True, need_intermediates=True)
+        model.decoder_forward(tgt_b[:, :2], model.encode(src_b), need_weights=True, need_intermediates=True)
     rb2 = run(model, src_b, tgt_b, Interventions(temperature=2.0, ablate={("cross", 0, 0)}))
     assert_same_snapshot(before, snapshot(model))
     for x, y in ((ra1, ra2), (rb1, rb2)):
@@ -653,10 +653,10 @@ def test_a_memory_only_cache_recomputes_the_target_and_reuses_the_memory_kv():
     interventions = Interventions(causal=False)
     with torch.no_grad():
         enc = model.encode(src, interventions)
-        memory_only = [LayerCache(None, c.cross_kv) for c in model.decode(tgt[:, :2], enc, interventions).cache]
-        full = model.decode(tgt, enc, interventions, need_weights=True)
+        memory_only = [LayerCache(None, c.cross_kv) for c in model.decoder_forward(tgt[:, :2], enc, interventions).cache]
+        full = model.decoder_forward(tgt, enc, interventions, need_weights=True)
         blank = EncoderResult(torch.zeros_like(enc.memory), enc.src_allowed)  # the memory itself is not read again
-        again = model.decode(tgt, blank, interventions, cache=memory_only, need_weights=True)
+        again = model.decoder_forward(tgt, blank, interventions, cache=memory_only, need_weights=True)
     for name in ("logits", "dec_self_attn", "cross_attn"):
         torch.testing.assert_close(getattr(again, name), getattr(full, name), atol=1e-6, rtol=0, msg=name)
     assert all(

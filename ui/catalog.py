@@ -150,6 +150,16 @@ PAGES = (
             "link opens it."
         ),
     ),
+    PageSpec(
+        path="room",
+        title="Room",
+        old_view="room",
+        teaches=(
+            "Teach the class, not separate screens: start a class and every student's app follows yours (sentence, page, "
+            "settings, layer, head, step). Ask the class to predict what the model does, watch the answers come in, then "
+            "reveal the model's own answer beside them."
+        ),
+    ),
 )
 PAGE_BY_PATH = {p.path: p for p in PAGES}
 DEFAULT_PAGE = "translate"

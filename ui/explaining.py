@@ -1,10 +1,11 @@
 """Attention beside attribution, placed on a page: the output-token and contrast pickers, Integrated Gradients on a
 button with a progress bar, and the method figure. Shared by the /explain page and the lesson's tenth step.
 
-Integrated Gradients take ``analysis.attribution.IG_STEPS`` forward and backward passes (bench/README.md, 9.: 1.5–3.1 s
-for a 15-word sentence on one busy core), so they run when asked, in ``IG_SEGMENTS`` parts, one step of the progress bar
-each; the parts are cached (``state.run_ig_part``), and a token whose gradients this session computed shows them
-again at once. Everything else on the page (attention, norm-weighted, rollout, gradient × input) takes one pass.
+Integrated Gradients take ``analysis.attribution.IG_STEPS`` forward and backward passes (seconds for a 15-word
+sentence on one core: bench/README.md, benchmark 9), so they run when asked, in ``IG_SEGMENTS`` parts, one step of
+the progress bar each; the parts are cached (``state.run_ig_part``), and a token whose gradients this session
+computed shows them again at once. Everything else on the page (attention, norm-weighted, rollout, gradient × input)
+takes one pass.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ EXAMPLE = "example"  # the examples picker
 # the decoding widgets, each bound to the URL under its own name
 BEAM_SIZE, ALPHA = "beam_size", "alpha"  # beam search
 SAMPLE_TEMPERATURE, TOP_K, TOP_P, SEED = "sample_temperature", "top_k", "top_p", "seed"  # sampling
+SAFE_COLORS = "safe_colors"  # the sidebar's toggle: every attention map in the colour-blind-safe scale (ui.widgets.show)
 
 
 def cut(key: str) -> str:
@@ -105,3 +106,27 @@ LESSON_NEXT = "lesson_next"
 LESSON_DECODE_STEP = "lesson_decode_step"  # step 7: which decoding step's distribution
 LESSON_HIDE = "lesson_hide"  # step 9: the source token hidden
 LESSON_TOKEN = "lesson_token"  # step 10: the output token explained
+
+
+# -- The room (ui/room.py, ui/pages/room.py): a teacher's class that students' apps follow
+ROOM = "room"  # URL: the join code (the students' link: /attention?room=CODE)
+TEACH = "teach"  # URL: the teacher secret, in the teacher's link only; moved into the session on arrival
+SEAT = "seat"  # URL: the student's anonymous seat id, so that a reload or a dropped connection keeps its answers
+ROOM_SESSION = "_room"  # ui.room.Membership: code, secret (teacher), seat, following, versions applied/published
+ROOM_NOTE = "_room_note"  # why a join failed (shown once)
+ROOM_BUCKETS = "_room_buckets"  # this session's rate limits (joins, answers, new rooms)
+ROOM_START = "room_start"
+ROOM_JOIN_CODE = "room_join_code"
+ROOM_JOIN = "room_join"
+ROOM_EXPLORE = "room_explore"  # "Explore on my own"
+ROOM_BACK = "room_back"  # "Back to the class"
+ROOM_LEAVE = "room_leave"
+ROOM_NICKNAME = "room_nick"
+ROOM_PICK = "room_pick"  # a student's choice among the options
+ROOM_TYPED = "room_typed"  # a student's typed word ("Which word comes next?")
+ROOM_SEND = "room_send"
+ROOM_ASK_KIND = "room_ask_kind"
+ROOM_ASK_HIDE = "room_ask_hide"  # the source token a "Does it change?" question hides
+ROOM_ASK = "room_ask"
+ROOM_REVEAL = "room_reveal"
+ROOM_LAST_PAGE = "_room_last_page"  # the last page that is not /room: where a class starts

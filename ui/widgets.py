@@ -18,6 +18,7 @@ from streamlit.errors import StreamlitAPIException
 
 from analysis.records import MapView
 from ui import catalog, keys
+from viz import attention as va
 from viz import export as vx
 from viz import tokens as vt
 
@@ -71,15 +72,30 @@ class MapCsv(NamedTuple):
     q: list[str]  # row labels: query tokens
     k: list[str]  # column labels: key tokens
     predicted: list[str] | None = None  # decoder rows: the token each query predicted
+    reasons: np.ndarray | None = None  # (Q, K) reason codes (model.facts): hidden cells read as text in the table
 
     @classmethod
     def of(cls, view: MapView) -> MapCsv:
         """The map of ``view`` with its tokens."""
-        return cls(view.w, view.q_tokens, view.k_tokens, view.predicted)
+        return cls(view.w, view.q_tokens, view.k_tokens, view.predicted, view.reasons)
+
+
+# Visually hidden, read by screen readers: a figure's text alternative (WCAG 1.1.1; docs/accessibility.md).
+SR_ONLY = (
+    "position:absolute;width:1px;height:1px;padding:0;margin:-1px;overflow:hidden;clip:rect(0,0,0,0);white-space:nowrap;border:0"
+)
 
 
 def show(fig, key: str, *, csv: MapCsv | None = None, on_select=None) -> None:
-    """Place a figure with its exports: the figure as HTML and, for an attention map (``csv``), a CSV."""
+    """Place a figure with its exports: the figure as HTML and, for an attention map (``csv``), a CSV and a
+    "Show as table" toggle (key ``{key}__table``) that lists the same numbers as a table of text.
+
+    Before the chart, its text alternative (``alt_of``) for screen readers; with the sidebar's colour-blind-safe
+    toggle on (``keys.SAFE_COLORS``), the figure is drawn in ``viz.attention.SAFE_COLORSCALE``.
+    """
+    st.html(f'<p class="figure-alt" style="{SR_ONLY}">{html.escape(va.alt_of(fig))}</p>')
+    if st.session_state.get(keys.SAFE_COLORS):
+        fig = va.with_safe_colors(fig)
     st.plotly_chart(
         fig,
         key=key,
@@ -88,14 +104,17 @@ def show(fig, key: str, *, csv: MapCsv | None = None, on_select=None) -> None:
         on_select=on_select or "ignore",
         selection_mode="points",
     )
-    html = partial(vx.figure_html, fig)
+    page = partial(vx.figure_html, fig)
     if csv is None:  # one button needs no row of its own (an element fewer per figure: a class at once, 8i)
-        download("Figure (HTML)", html, f"{key}.html", "text/html")
+        download("Figure (HTML)", page, f"{key}.html", "text/html")
         return
-    with st.container(horizontal=True, gap="small"):
-        download("Figure (HTML)", html, f"{key}.html", "text/html")
+    with st.container(horizontal=True, gap="small", vertical_alignment="center"):
+        download("Figure (HTML)", page, f"{key}.html", "text/html")
         data = partial(vx.attention_csv, csv.w, csv.q, csv.k, predicted=csv.predicted)
         download("Map (CSV)", data, f"{key}.csv", "text/csv")
+        table = st.toggle("Show as table", key=f"{key}__table", help="The same numbers as a table (for screen readers).")
+    if table:
+        st.table(va.map_table(csv.w, csv.q, csv.k, predicted=csv.predicted, reasons=csv.reasons))
 
 
 def download(label: str, data, file_name: str, mime: str, *, kind: str = "tertiary") -> None:

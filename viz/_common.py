@@ -16,9 +16,12 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+import plotly.colors
 import plotly.graph_objects as go
 
 from model.facts import ABLATED, FUTURE, HIDDEN, KINDS, REASON_NAMES, UNWRITTEN, VISIBLE, WINDOW
+
+_VIRIDIS = list(plotly.colors.sequential.Viridis)  # dark purple -> yellow, perceptually uniform (plotly's own scale)
 
 # -- colours: one scale for every attention map, so a colour means the same weight everywhere ---------
 ATTENTION_COLORSCALE = [  # white (0) -> deep blue (1), ColorBrewer "Blues"
@@ -45,6 +48,9 @@ DIVERGING_COLORSCALE = [  # blue (negative) - white (0) - red (positive), ColorB
     [0.9, "#b2182b"],
     [1.0, "#67001f"],
 ]
+SAFE_COLORSCALE = [  # plotly's Viridis, reversed so that weight 0 is the light end: reads in every colour-vision deficiency
+    [i / (len(_VIRIDIS) - 1), c] for i, c in enumerate(reversed(_VIRIDIS))
+]
 MASK_COLORS = {  # cells a query could not see, per reason code: warm greys, clearly not the near-white of weight 0
     FUTURE: "#b8b2a7",
     UNWRITTEN: "#dcd6cb",
@@ -52,6 +58,10 @@ MASK_COLORS = {  # cells a query could not see, per reason code: warm greys, cle
     WINDOW: "#cdc7bc",
     ABLATED: "#7f7a70",
 }
+# Grey is never the only sign: each hidden cell also carries a mark, one per reason (WCAG 1.4.1, docs/accessibility.md).
+MASK_MARKS = {FUTURE: "×", UNWRITTEN: "…", HIDDEN: "∅", WINDOW: "–", ABLATED: "/"}
+MASK_MARK_COLORS = {FUTURE: "#1f1d1a", UNWRITTEN: "#1f1d1a", HIDDEN: "#1f1d1a", WINDOW: "#1f1d1a", ABLATED: "#ffffff"}
+MAX_MASK_MARKS = 4000  # more marked cells than this (a big mosaic) would slow the redraw: the figure's text says grey instead
 GREY_ORDER = (FUTURE, UNWRITTEN, WINDOW, HIDDEN, ABLATED)  # one grey trace per reason, in this order
 HIGHLIGHT = "#e6550d"  # chosen candidate, best beam path
 MUTED = "#9ecae1"  # other candidates
@@ -436,3 +446,43 @@ def mosaic_axis(block_labels: list[list[str]], gap: int) -> list[str]:
         if b < len(block_labels) - 1:
             names += [f"\u2002gap {b}.{g}" for g in range(gap)]
     return names
+
+
+# -- text alternatives and marks: information not in colour alone ---------------------------------------------
+def mask_marks(sel: np.ndarray, reason: int, cell_px: float) -> dict:
+    """Heatmap settings that write ``MASK_MARKS[reason]`` in every cell of ``sel`` (True: hidden for ``reason``), so a
+    hidden cell is marked by a sign as well as by its grey; {} when the cells are too small (< 8 px) to hold one or
+    there are more than ``MAX_MASK_MARKS`` of them."""
+    n = int(np.count_nonzero(sel))
+    if cell_px < 8 or n > MAX_MASK_MARKS:
+        return {}
+    text = np.where(sel, MASK_MARKS[reason], "").astype(object)
+    font = dict(size=int(np.clip(cell_px * 0.6, 7, 16)), color=MASK_MARK_COLORS[reason])
+    return dict(text=text, texttemplate="%{text}", textfont=font)
+
+
+def marks_legend(reasons: Iterable[int]) -> str:
+    """What the grey cells of the given reason codes mean, with their marks: ``"grey cells marked × are masked
+    (future)"``; "" when there are none."""
+    parts = [f"{MASK_MARKS[r]} {REASON_NAMES[r]}" for r in GREY_ORDER if r in set(reasons)]
+    return ("grey cells are hidden from the query, marked " + ", ".join(parts)) if parts else ""
+
+
+def plain(text: str | None) -> str:
+    """Plotly title text as plain text: line breaks become ". ", tags dropped, entities read."""
+    t = re.sub(r"<br\s*/?>", ". ", text or "", flags=re.I)
+    return " ".join(html.unescape(_TAG.sub("", t)).split())
+
+
+def alt_text(title: str | None, *, rows: str, cols: str, shape: tuple[int, int] | None = None, notes: Iterable[str] = ()) -> str:
+    """The text alternative of a heatmap, for screen readers (``layout.meta["alt"]``, read by ``ui.widgets.show``):
+    what it is (``title``), what its rows and columns are, its size, and what marks and colours mean (``notes``).
+
+    >>> alt_text("Cross-attention, layer 2, head 3", rows="output tokens", cols="source tokens", shape=(4, 6))
+    'Cross-attention, layer 2, head 3: rows are output tokens, columns source tokens (4 × 6 cells).'
+    """
+    head = plain(title).rstrip(". ") or "Heatmap"
+    size = f" ({shape[0]} × {shape[1]} cells)" if shape else ""
+    out = f"{head}: rows are {rows}, columns {cols}{size}."
+    extra = [n for n in notes if n]
+    return out + ("" if not extra else " " + " ".join(n[0].upper() + n[1:].rstrip(".") + "." for n in extra))

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from analysis.records import AttentionView, MapView
@@ -30,6 +31,9 @@ from viz._common import (
     COLORBAR,
     GREY_ORDER,
     MASK_COLORS,
+    MASK_MARKS,
+    SAFE_COLORSCALE,
+    alt_text,
     as_array,
     base_layout,
     check_ablated,
@@ -43,7 +47,10 @@ from viz._common import (
     gap_for,
     heatmap_axes,
     heatmap_margins,
+    marks_legend,
+    mask_marks,
     mosaic_axis,
+    plain,
     short,
     tick_style,
     tile,
@@ -58,6 +65,11 @@ KIND_EXPLAIN = {
     "enc_self": "each source token (row) mixes in the source tokens (columns) it attends to",
     "dec_self": "each target position (row) sees only itself and earlier tokens (grey: masked future)",
     "cross": "each target position (row) looks at the source sentence (columns) to choose the next word",
+}
+ROWS_COLS = {  # what a map's rows and columns are, in words (its text alternative)
+    "enc_self": ("source tokens (queries)", "source tokens (keys)"),
+    "dec_self": ("output tokens (queries)", "output tokens (keys)"),
+    "cross": ("output tokens", "source tokens"),
 }
 
 
@@ -98,11 +110,12 @@ def _labels(kind: str, q_tokens, k_tokens, predicted, n_q: int, n_k: int) -> _La
     return _Labels(q_hover, k_hover, q_tick, k_tick, x_title, y_title)
 
 
-def _mask_trace(sel: np.ndarray, reason: int, x, y, hovertemplate: str | None, customdata=None) -> dict:
+def _mask_trace(sel: np.ndarray, reason: int, x, y, hovertemplate: str | None, customdata=None, *, cell_px: float = 0) -> dict:
     """A flat grey heatmap over the cells in ``sel`` (NaN elsewhere): masked cells are not weight 0.
 
-    ``reason`` is a reason code of ``analysis.records``. A trace dict (``type="heatmap"``) for
-    ``viz._common.figure``."""
+    ``reason`` is a reason code of ``analysis.records``. Cells ``cell_px`` big (8 px or more) also carry the reason's
+    mark (``viz._common.MASK_MARKS``: × future, … not yet written, ...), so grey is not the only sign. A trace dict
+    (``type="heatmap"``) for ``viz._common.figure``."""
     z = np.where(sel, np.float32(1), np.float32(np.nan)).astype(np.float32)
     color = MASK_COLORS[reason]
     kw = dict(hoverinfo="skip") if hovertemplate is None else dict(hovertemplate=hovertemplate, customdata=customdata)
@@ -119,6 +132,7 @@ def _mask_trace(sel: np.ndarray, reason: int, x, y, hovertemplate: str | None, c
         name=REASON_NAMES[reason],
         xgap=0,
         ygap=0,
+        **mask_marks(sel, reason, cell_px),
         **kw,
     )
 
@@ -220,7 +234,8 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
     for reason in GREY_ORDER:
         sel = why == reason
         if sel.any():
-            traces.append(_mask_trace(sel, reason, x, y, head + f"<i>{REASONS[reason]}</i><extra></extra>", cd))
+            hover = head + f"<i>{REASONS[reason]}</i><extra></extra>"
+            traces.append(_mask_trace(sel, reason, x, y, hover, cd, cell_px=cell if ticks else 0))
 
     # ticks: token labels for each layer's rows and each head's columns, else "layer l" / "head h"
     rows_at = [tile_origin(l, 0, Q, K, gap)[0] + i for l in range(L) for i in range(Q)]
@@ -250,6 +265,14 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
     # re-walks plotly's property tree, which took ~3/4 of the time to build a mosaic
     kind_title = KIND_NAMES[kind] + " · every layer (rows) × head (columns)"
     top = 85 if title is None or title else 45
+    rows, cols = ROWS_COLS[kind]
+    alt = alt_text(
+        title or kind_title,
+        rows=f"{L} layers and columns {H} heads of tiles; in each tile rows are {rows}",
+        cols=cols,
+        shape=(Q, K),
+        notes=[marks_legend(np.unique(why).tolist()), f"colour: {view.measure} from 0 (light) to 1 (dark)"],
+    )
     xaxis, yaxis = heatmap_axes(lab.x_title, lab.y_title, xaxis_ticks, yaxis_ticks, zeroline=False)
     layout = base_layout(
         title if title is not None else f"{kind_title}<br><sup>{KIND_EXPLAIN[kind]}</sup>",
@@ -262,7 +285,7 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
         annotations=annotations,
         shapes=[frames],
         height=int(n_rows * cell + top + (120 if ticks else 50)),
-        meta={"L": L, "H": H, "Q": Q, "K": K, "gap": gap, "kind": kind, "ablated": sorted([list(p) for p in abl])},
+        meta={"L": L, "H": H, "Q": Q, "K": K, "gap": gap, "kind": kind, "ablated": sorted([list(p) for p in abl]), "alt": alt},
         hovermode="closest",
         margin=heatmap_margins(xaxis_ticks, yaxis_ticks, top=top),
         xaxis=xaxis,
@@ -333,7 +356,7 @@ def attention_heatmap(view: MapView, *, title: str | None = None) -> go.Figure:
     for reason in GREY_ORDER:
         sel = reasons == reason
         if sel.any():
-            traces.append(_mask_trace(sel, reason, np.arange(K), np.arange(Q), None))
+            traces.append(_mask_trace(sel, reason, np.arange(K), np.arange(Q), None, cell_px=cell))
 
     # click layer: invisible markers at the cell centres, [query, key] in customdata. The hover needs no
     # text per cell: %{y} / %{x} show the tick text of the row / column (plotly.js looks a tickvals
@@ -366,6 +389,16 @@ def attention_heatmap(view: MapView, *, title: str | None = None) -> go.Figure:
         )
     default_title = KIND_NAMES[kind] + (f" · {who}" if who else "") + f"<br><sup>{KIND_EXPLAIN[kind]}</sup>"
     top = 80
+    rows, cols = ROWS_COLS[kind]
+    name = KIND_NAMES[kind] + (f", {who}" if who else "")
+    shown = plain(title) if title else ""
+    alt = alt_text(
+        shown if name.lower() in shown.lower() else ". ".join(filter(None, [name, shown])),
+        rows=rows,
+        cols=cols,
+        shape=(Q, K),
+        notes=[marks_legend(np.unique(reasons).tolist()), "colour: attention weight from 0 (light) to 1 (dark)"],
+    )
     x_ticks, y_ticks = _cell_ticks(lab, cell)
     xaxis, yaxis = heatmap_axes(lab.x_title, lab.y_title, x_ticks, y_ticks, shape=(Q, K), zeroline=False)
     layout = base_layout(
@@ -373,7 +406,7 @@ def attention_heatmap(view: MapView, *, title: str | None = None) -> go.Figure:
         height=int(Q * cell + top + 130),
         hovermode="closest",
         hoverdistance=-1,
-        meta={"Q": Q, "K": K, "kind": kind},
+        meta={"Q": Q, "K": K, "kind": kind, "alt": alt},
         clickmode="event+select",
         margin=heatmap_margins(x_ticks, y_ticks, top=top),
         xaxis=xaxis,
@@ -431,14 +464,83 @@ def difference_heatmap(
     )
     x_ticks, y_ticks = _cell_ticks(lab, cell)
     xaxis, yaxis = heatmap_axes(lab.x_title, lab.y_title, x_ticks, y_ticks)
+    rows, cols = ROWS_COLS[kind]
+    alt = alt_text(
+        title or f"Change in {KIND_NAMES[kind]} ({change})",
+        rows=rows,
+        cols=cols,
+        shape=(Q, K),
+        notes=[f"colour: the change from −{r:.2g} (blue, less attention {more}) through 0 (white) to +{r:.2g} (red, more)"],
+    )
     layout = base_layout(
         title
         if title is not None
         else f"Change in attention ({change})<br><sup>red: the query attends more to this key {more}; blue: less</sup>",
         height=int(Q * cell + 210),
-        meta={"Q": Q, "K": K, "range": r},
+        meta={"Q": Q, "K": K, "range": r, "alt": alt},
         margin=heatmap_margins(x_ticks, y_ticks, top=80, colorbar=change, cb_ticks=[f"−{r:.2g}"]),
         xaxis=xaxis,
         yaxis=yaxis,
     )
     return figure([heat], layout)
+
+
+# -- the colour-blind-safe scale, one click away ------------------------------------------------------------------
+def _is_attention_scale(scale) -> bool:
+    try:
+        return [str(c).lower() for _, c in scale] == [c for _, c in ATTENTION_COLORSCALE]
+    except (TypeError, ValueError):
+        return False
+
+
+def with_safe_colors(fig: go.Figure) -> go.Figure:
+    """A copy of ``fig`` with every use of the attention scale (white to blue) swapped for ``SAFE_COLORSCALE``
+    (plotly's Viridis, light yellow at 0 to dark purple at 1): heatmaps, colour axes and coloured bars. Diverging
+    scales and the greys of hidden cells are kept. ``fig`` itself is left as it is (it may be cached)."""
+    d = fig.to_dict()
+    for tr in d.get("data", []):
+        for holder in (tr, tr.get("marker") or {}):
+            if _is_attention_scale(holder.get("colorscale")):
+                holder["colorscale"] = SAFE_COLORSCALE
+    for name, value in d.get("layout", {}).items():
+        if name.startswith("coloraxis") and isinstance(value, dict) and _is_attention_scale(value.get("colorscale")):
+            value["colorscale"] = SAFE_COLORSCALE
+    return figure(d.get("data", []), d.get("layout", {}))
+
+
+# -- text alternatives ------------------------------------------------------------------------------------------
+def alt_of(fig: go.Figure) -> str:
+    """A figure's text alternative for screen readers: ``layout.meta["alt"]`` (every heatmap here and in
+    ``viz.steps``, ``viz.positional``, ``viz.stats``, ``viz.head`` sets one), else its title as plain text."""
+    meta = fig.layout.meta
+    if isinstance(meta, dict) and meta.get("alt"):
+        return str(meta["alt"])
+    title = fig.layout.title.text if fig.layout.title else None
+    return plain(title) or "Figure"
+
+
+def map_table(w, q_tokens, k_tokens, *, predicted=None, reasons=None) -> pd.DataFrame:
+    """The numbers of one attention map as a table of text, for screen readers ("Show as table"): a row per query
+    (``"1: ▁Ein → ▁Hund"``), a column per key (``"3: ▁dog"``), the weight with 3 decimals, or the mark and reason of
+    a hidden cell (``"× future"``) where the figure draws grey.
+
+    Args:
+        w: ``(Q, K)`` weights. q_tokens, k_tokens: Q and K tokens. predicted: Q tokens the decoder rows predicted.
+        reasons: ``(Q, K)`` reason codes of ``model.facts`` (None: every cell shown).
+
+    Raises:
+        ValueError: for a non-2-D or non-finite ``w``, or tokens / reasons that do not match it.
+    """
+    a = as_array(w, "w", 2)
+    Q, K = a.shape
+    q = display(check_tokens(q_tokens, "q_tokens", Q, "w's rows"))
+    k = display(check_tokens(k_tokens, "k_tokens", K, "w's columns"))
+    if predicted is not None:
+        q = [f"{x} \u2192 {y}" for x, y in zip(q, display(check_tokens(predicted, "predicted", Q, "w's rows")), strict=True)]
+    cells = np.char.mod("%.3f", a).astype(object)
+    if reasons is not None:
+        r = check_reasons(reasons, Q, K)
+        for code, mark in MASK_MARKS.items():
+            cells[r == code] = f"{mark} {REASON_NAMES[code]}"
+    rows = pd.Index([f"{i}: {t}" for i, t in enumerate(q)], name="query \\ key")
+    return pd.DataFrame(cells, index=rows, columns=[f"{j}: {t}" for j, t in enumerate(k)])

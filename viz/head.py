@@ -29,6 +29,7 @@ from model.facts import KIND_NAMES, REASONS, VISIBLE
 from viz._common import (
     ATTENTION_COLORSCALE,
     MASK_COLORS,
+    alt_text,
     as_array,
     axis,
     axis_margin,
@@ -157,7 +158,17 @@ def vector_strip(
         yaxis=axis(type="category", autorange="reversed", showgrid=False),
         shapes=shapes,
         annotations=notes,
-        meta={"rows": names, "n": n},
+        meta={
+            "rows": names,
+            "n": n,
+            "alt": alt_text(
+                title or "Vectors",
+                rows=", ".join(names),
+                cols="dimensions",
+                shape=(len(names), n),
+                notes=[f"colour: the {label} from −{r:.2g} (blue) through 0 (white) to +{r:.2g} (red)"],
+            ),
+        },
     )
     return figure([trace], layout)
 

@@ -103,7 +103,17 @@ def pe_matrix(
         or "Positional encoding: one row per position<br><sup>left: fast waves (short wavelength); right: slow waves; "
         "each position gets its own pattern (section 3.5)</sup>",
         height=height or int(np.clip(N * 6, 300, 700) + 130),
-        meta={"N": N, "D": D},
+        meta={
+            "N": N,
+            "D": D,
+            "alt": vc.alt_text(
+                title or "Positional encoding, one row per position",
+                rows="positions",
+                cols="dimensions",
+                shape=(N, D),
+                notes=[f"colour: the value from −{r:.2g} (blue) through 0 (white) to +{r:.2g} (red)"],
+            ),
+        },
         margin=dict(
             l=vc.axis_margin([str(N - 1)], along_y=True, title=True),
             r=vc.colorbar_margin("PE value", [f"−{r / 2:.2g}"]),
@@ -209,10 +219,18 @@ def pe_similarity(pe, *, cosine: bool = True, title: str | None = None) -> go.Fi
         name="similarity",
     )
     side = vc.axis_margin([str(N - 1)], along_y=True, title=True)
+    alt = vc.alt_text(
+        title or f"Position-by-position {what} of the positional encoding",
+        rows="positions",
+        cols="positions",
+        shape=(N, N),
+        notes=[f"colour: the {what} from −{r:.2g} (blue) through 0 (white) to +{r:.2g} (red)"],
+    )
     layout = vc.base_layout(
         title
         or f"Position-by-position {what} of the positional encoding<br><sup>the bright diagonal band: nearby positions look alike</sup>",
         height=560,
+        meta={"alt": alt},
         margin=dict(
             l=side, r=vc.colorbar_margin(what, [f"−{r / 2:.2g}"]), t=80, b=vc.axis_margin([str(N - 1)], along_y=False, title=True)
         ),

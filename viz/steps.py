@@ -16,6 +16,7 @@ from viz._common import (
     HIGHLIGHT,
     MARGIN_MIN,
     MUTED,
+    alt_text,
     as_array,
     axis,
     axis_margin,
@@ -25,6 +26,7 @@ from viz._common import (
     esc,
     figure,
     overhang,
+    plain,
     short,
     text_px,
     token_labels,
@@ -219,9 +221,23 @@ def step_attention(
         left = axis_margin(names, along_y=True, title=False)
         right = colorbar_margin("weight")
         height = top + bottom + 30 * len(names) + 20
+    if r.ndim == 1:
+        alt = (
+            f"{plain(title) or 'Attention of the new query'}: a bar per key ({key_title}), "
+            f"the height is the attention weight from 0 to 1 ({K} bars)."
+        )
+    else:
+        alt = alt_text(
+            title or "Attention of the new query",
+            rows="heads" + (" (then the mean of heads)" if r.shape[0] > 1 else ""),
+            cols=f"keys ({key_title})",
+            shape=(r.shape[0], K),
+            notes=["colour: the attention weight from 0 (light) to 1 (dark)"],
+        )
     layout = base_layout(
         title,
         showlegend=False,
+        meta={"alt": alt},
         height=int(height),
         margin=dict(l=max(left, overhang(k_tick, FONT["size"], angle)), r=right, t=top, b=bottom),
         xaxis=x_axis,

@@ -95,7 +95,7 @@ def render(ctx: state.Ctx) -> None:
         "piece would that layer write? **DecoderLens** (Langedijk et al. 2023) lets the decoder read an earlier encoder "
         "layer's output instead of the last one and translates greedily: at which encoder layer does the translation appear?"
     )
-    # off by default: one greedy translation per encoder layer (bench/README.md, 9.: ~0.8 s for 15 words on one core)
+    # off by default: one greedy translation per encoder layer (its cost: bench/README.md, benchmark 9)
     if not st.toggle("Show the layer lens", key=keys.LENS_ON, help="One greedy translation per encoder layer: a moment."):
         return
     lens = state.run_layer_lens(ctx.path, ctx.text, ctx.settings, interventions)

@@ -1,0 +1,128 @@
+"""The room in the app, headless (``AppTest``): a teacher starts a class on /room, a student's app opened with the
+join link follows the teacher's page and sentence, a question is answered and revealed, a wrong code is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+MODELS = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", ROOT / "pretrained"))
+if not (MODELS / "reverse" / "config.json").exists():
+    pytest.skip("no reverse checkpoint", allow_module_level=True)
+
+from app_charts import ok, switch_to  # noqa: E402  (tests/app_charts.py)
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from classroom import codes  # noqa: E402
+from ui import catalog, keys, room  # noqa: E402
+
+TIMEOUT = 120
+
+
+@pytest.fixture(autouse=True)
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTENTION_EXPLORER_DEBUG", "1")
+    monkeypatch.setenv("ATTN_ROOM_STORE", f"sqlite:///{tmp_path / 'rooms.sqlite3'}")
+    monkeypatch.setattr(room, "_store", None)
+    monkeypatch.setattr(room, "VERSION_TTL_S", 0.0)
+    room._versions.clear()
+    yield room.store()
+
+
+def app(page: str | None = None, **params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    params.setdefault("model", "reverse")
+    for k, v in params.items():
+        at.query_params[k] = str(v)
+    if page:
+        switch_to(at, page)
+    at.run()
+    return ok(at)
+
+
+def on_page(at: AppTest, page: str) -> bool:
+    return catalog.PAGE_BY_PATH[page].teaches in [c.value for c in at.caption]
+
+
+def test_a_student_follows_the_teacher_and_answers(store):
+    teacher = app("room")
+    teacher.button(key=keys.ROOM_START).click().run()
+    ok(teacher)
+    m = teacher.session_state[keys.ROOM_SESSION]
+    assert m.teacher and codes.clean_code(m.code) == m.code
+    shown = [c.value for c in teacher.code]
+    join_link = next(s for s in shown if keys.TEACH not in s)
+    assert join_link.endswith(f"?room={m.code}") and m.secret not in join_link
+    assert any(f"teach={m.secret}" in s for s in shown), "the teacher link is on the page (in its expander)"
+    assert m.secret not in json.dumps(dict(teacher.query_params)), "the secret never sits in the address bar"
+
+    switch_to(teacher, "attention").run()
+    teacher.text_input(key=keys.SENTENCE).set_value(" x y z").run()
+    ok(teacher)
+    assert store.room(m.code).view["page"] == "attention" and store.room(m.code).view["sentence"] == " x y z"
+
+    student = app("translate", room=m.code)
+    s = student.session_state[keys.ROOM_SESSION]
+    assert not s.teacher and s.following and student.session_state[keys.SENTENCE] == " x y z"
+    assert on_page(student, "attention"), "the student was taken to the teacher's page"
+    assert student.query_params[keys.ROOM] == m.code and student.query_params[keys.SEAT] == s.seat
+
+    teacher.text_input(key=keys.SENTENCE).set_value(" p q").run()
+    switch_to(teacher, "steps").run()
+    ok(teacher)
+    assert store.room(m.code).view["page"] == "steps"
+    student.run()
+    ok(student)
+    print("DEBUG", student._page_hash, [c.value[:30] for c in student.caption])
+    assert student.session_state[keys.SENTENCE] == " p q" and on_page(student, "steps")
+
+    switch_to(teacher, "room").run()
+    teacher.radio(key=keys.ROOM_ASK_KIND).set_value("next").run()
+    teacher.button(key=keys.ROOM_ASK).click().run()
+    ok(teacher)
+    (q,) = store.questions(m.code)
+    assert q.kind == "next" and 2 <= len(q.options) <= 8 and abs(sum(q.truth["probs"]) - 1) < 0.5
+    student.run()
+    ok(student)
+    assert any(q.prompt in md.value for md in student.markdown), "the student sees the question"
+    store.answer(m.code, q.id, s.seat, q.options[0], "Ana")  # what the student's "Send" does (pills: see the browser test)
+    teacher.button(key=keys.ROOM_REVEAL).click().run()
+    ok(teacher)
+    assert store.question(m.code, q.id).revealed
+    fig = json.loads(teacher.get("plotly_chart")[0].proto.spec)
+    assert len(fig["data"]) == 2, "after the reveal the model's probabilities stand beside the class's answers"
+    csv = room.export_csv(teacher.session_state[keys.ROOM_SESSION])
+    assert q.prompt in csv and "Ana" in csv and q.options[0] in csv
+
+    # "Explore on my own": the student's app no longer follows
+    student.button(key=keys.ROOM_EXPLORE).click().run()
+    store.publish(m.code, m.secret, store.room(m.code).view | {"sentence": " z z"})
+    student.run()
+    assert student.session_state[keys.SENTENCE] == " p q"
+    student.button(key=keys.ROOM_BACK).click().run()
+    student.run()
+    assert student.session_state[keys.SENTENCE] == " z z"
+
+
+def test_a_rejoining_seat_keeps_its_answer_and_a_wrong_code_is_refused(store):
+    code, secret = store.create({"page": "translate", "sentence": " a b"})
+    q = store.ask(code, secret, "mask", "Does it change?", ["yes", "no"], {"answer": "no"})
+    seat = codes.new_seat()
+    store.answer(code, q.id, seat, "yes")
+    student = app("translate", room=code, seat=seat)
+    assert student.session_state[keys.ROOM_SESSION].seat == seat
+    assert any("Sent: yes" in c.value for c in student.caption), "the answer given before the drop is still there"
+
+    wrong = app("translate", room="ZZZZZ9" if code != "ZZZZZ9" else "ZZZZZ8")
+    assert keys.ROOM_SESSION not in wrong.session_state
+    assert any("No class has this code" in w.value for w in wrong.warning)
+    assert keys.ROOM not in wrong.query_params
+
+    forged = app("translate", room=code, teach="x" * 32)
+    assert not forged.session_state[keys.ROOM_SESSION].teacher
+    assert keys.TEACH not in forged.query_params

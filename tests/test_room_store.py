@@ -1,0 +1,227 @@
+"""The room store's rules (classroom/store.py), each test run against SQLite and a real redis-server alike:
+codes, secrets, who may change a room, what may be in it, one answer per seat and question, expiry, restarts."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from classroom import codes
+from classroom.store import NotTeacher, RoomError, RoomNotFound, SqliteRoomStore, open_store
+from tests.room_support import REDIS_SERVER, redis_server
+
+VIEW = {"page": "attention", "sentence": "I love you.", "kind": "cross", "layer": "2", "head": "3"}
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1_000_000.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    if not os.path.exists(REDIS_SERVER):
+        pytest.skip("no redis-server (Debian's redis-server package; .ci/run installs it)")
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def backend(request, tmp_path):
+    """(store, clock, reopen): a fresh store of each backend; ``reopen()`` opens the same data anew (a restart)."""
+    clock = Clock()
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'rooms.sqlite3'}"
+    else:
+        import redis
+
+        url = request.getfixturevalue("redis_url")
+        redis.Redis.from_url(url).flushdb()
+
+    def reopen():
+        store = open_store(url)
+        store.clock = clock
+        return store
+
+    return reopen(), clock, reopen
+
+
+def test_open_store_picks_the_backend_from_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_ROOM_STORE", f"sqlite:///{tmp_path / 'x.sqlite3'}")
+    store = open_store()
+    assert isinstance(store, SqliteRoomStore) and (tmp_path / "x.sqlite3").exists()
+    assert store._db().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with pytest.raises(ValueError):
+        open_store("postgres://x")
+
+
+def test_codes_are_six_symbols_without_look_alikes():
+    seen = {codes.new_code() for _ in range(2000)}
+    assert len(seen) == 2000  # 8.9e8 codes: 2000 draws collide with probability ~0.2 %
+    assert all(len(c) == 6 and set(c) <= set(codes.ALPHABET) for c in seen)
+    assert not set("O0I1L") & set("".join(seen)) and len(set("".join(seen))) == len(codes.ALPHABET) == 31
+    assert codes.clean_code(" abc-dEF ") == "ABCDEF" and codes.clean_code("ABCDE") is None
+    assert codes.clean_code("ABCDE0") is None and codes.clean_code("ABCDEFG") is None
+
+
+def test_a_room_round_trips_and_survives_a_restart(backend):
+    store, _, reopen = backend
+    code, secret = store.create(VIEW)
+    assert codes.clean_code(code) == code and len(secret) >= 32
+    room = store.room(code.lower())
+    assert room.view == VIEW and room.version == 1 and room.current is None
+    assert secret not in repr(room) and room.secret_hash != secret
+    v2 = store.publish(code, secret, VIEW | {"layer": "1"})
+    assert v2 == 2 and store.publish(code, secret, VIEW | {"layer": "1"}) == 2  # no change, no new version
+    q = store.ask(code, secret, "next", "Which word comes next?", ["ich", "du", "er"], {"probs": [0.5, 0.3, 0.2]})
+    store.answer(code, q.id, codes.new_seat(), "du", "Ana")
+    again = reopen()
+    assert again.room(code).view["layer"] == "1" and again.version(code) == 3
+    assert [a.choice for a in again.answers(code, q.id)] == ["du"] and again.questions(code)[0].truth == {
+        "probs": [0.5, 0.3, 0.2]
+    }
+
+
+def test_wrong_and_guessed_codes_open_no_room(backend):
+    store, _, _ = backend
+    code, _ = store.create(VIEW)
+    for wrong in ["", "ABC", code[:-1] + ("A" if code[-1] != "A" else "B"), code + "A", "O0I1L2", "<script>", None]:
+        with pytest.raises(RoomNotFound, match="No class has this code"):
+            store.room(wrong)
+    guesses = {codes.new_code() for _ in range(3000)} - {code}
+    found = 0
+    for g in guesses:
+        try:
+            store.room(g)
+            found += 1
+        except RoomNotFound:
+            pass
+    assert found == 0
+
+
+def test_only_the_teacher_changes_or_reveals(backend):
+    store, _, _ = backend
+    code, secret = store.create(VIEW)
+    other_code, other_secret = store.create(VIEW)
+    q = store.ask(code, secret, "mask", "Does it change?", ["yes", "no"], {"answer": "yes"})
+    for bad in [None, "", "x" * 32, other_secret, secret[:-1]]:
+        with pytest.raises(NotTeacher):
+            store.publish(code, bad, VIEW | {"sentence": "pwned"})
+        with pytest.raises(NotTeacher):
+            store.ask(code, bad, "mask", "?", ["yes", "no"], {})
+        with pytest.raises(NotTeacher):
+            store.reveal(code, bad, q.id)
+        assert not store.is_teacher(code, bad)
+    assert store.room(code).view == VIEW and not store.question(code, q.id).revealed
+    assert store.is_teacher(code, secret) and not store.is_teacher(other_code, secret)
+
+
+def test_a_view_holds_only_known_short_settings(backend):
+    store, _, _ = backend
+    code, secret = store.create(VIEW)
+    for bad in [{"evil": "1"}, {"sentence": "x" * 1001}, {"layer": ["1"]}, {"page": None}]:
+        with pytest.raises(RoomError):
+            store.publish(code, secret, bad)
+    with pytest.raises(RoomError):
+        store.create({"unsafe_html": "<b>"})
+    with pytest.raises(RoomError):
+        store.ask(code, secret, "next", "?", ["a"], {})  # one option is no question
+    with pytest.raises(RoomError):
+        store.ask(code, secret, "next", "?", ["a", "a"], {})
+    with pytest.raises(RoomError):
+        store.ask(code, secret, "poll", "?", ["a", "b"], {})
+    assert store.room(code).version == 1
+
+
+def test_a_seat_answers_once_and_a_repeat_replaces(backend):
+    store, _, _ = backend
+    code, secret = store.create(VIEW)
+    q = store.ask(code, secret, "next", "Which word comes next?", ["ich", "du"], {})
+    ana, ben = codes.new_seat(), codes.new_seat()
+    store.answer(code, q.id, ana, "ich", "Ana")
+    store.answer(code, q.id, ana, "du", "Ana")
+    store.answer(code, q.id, ben, "  Haus\n ", "")  # "next" takes a typed word, cleaned
+    got = {a.seat: a.choice for a in store.answers(code, q.id)}
+    assert got == {ana: "du", ben: "Haus"}
+    with pytest.raises(RoomError):
+        store.answer(code, q.id, "not a seat!", "ich")
+
+
+def test_answers_are_length_limited_and_kept_as_text(backend):
+    store, _, _ = backend
+    code, secret = store.create(VIEW)
+    q = store.ask(code, secret, "next", "Which word comes next?", ["ich", "du"], {})
+    seat = codes.new_seat()
+    store.answer(code, q.id, seat, "<img src=x onerror=alert(1)>" * 5, "<b>Ana</b>" * 10)
+    (a,) = store.answers(code, q.id)
+    assert len(a.choice) == codes.MAX_ANSWER and len(a.nickname) == codes.MAX_NICKNAME
+    assert a.choice.startswith("<img src=x")  # kept as typed (the page shows it as text), only cut
+
+
+def test_a_replayed_answer_is_refused_under_another_question(backend):
+    store, _, _ = backend
+    code, secret = store.create(VIEW)
+    other, other_secret = store.create(VIEW)
+    q1 = store.ask(code, secret, "source", "Which source word?", ["I", "love", "you"], {"weights": [0.2, 0.5, 0.3]})
+    seat = codes.new_seat()
+    store.answer(code, q1.id, seat, "love")
+    q2 = store.ask(code, secret, "mask", "Does it change?", ["yes", "no"], {"answer": "no"})
+    with pytest.raises(RoomError, match="no longer"):
+        store.answer(code, q1.id, seat, "you")  # the old question is closed once the next is asked
+    with pytest.raises(RoomError, match="options"):
+        store.answer(code, q2.id, seat, "love")  # q1's option replayed under q2
+    oq = store.ask(other, other_secret, "mask", "Does it change?", ["yes", "no"], {})
+    with pytest.raises(RoomError):
+        store.answer(code, oq.id + 5, seat, "yes")  # another room's (or no) question id
+    store.answer(code, q2.id, seat, "no")
+    store.reveal(code, secret, q2.id)
+    with pytest.raises(RoomError, match="revealed"):
+        store.answer(code, q2.id, seat, "yes")
+    assert [a.choice for a in store.answers(code, q1.id)] == ["love"]
+    assert [a.choice for a in store.answers(code, q2.id)] == ["no"] and store.answers(other, oq.id) == []
+
+
+def test_rooms_expire_after_twelve_hours(backend):
+    store, clock, _ = backend
+    code, secret = store.create(VIEW)
+    clock.now += codes.ROOM_HOURS * 3600 - 1
+    assert store.room(code).view == VIEW
+    clock.now += 2
+    with pytest.raises(RoomNotFound):
+        store.room(code)
+    with pytest.raises(RoomNotFound):
+        store.publish(code, secret, VIEW)
+    if isinstance(store, SqliteRoomStore):
+        assert store.purge() == 1
+
+
+def test_many_answers_at_once_are_all_counted_once(backend):
+    store, _, reopen = backend
+    code, secret = store.create(VIEW)
+    q = store.ask(code, secret, "next", "Which word comes next?", ["ich", "du", "er"], {})
+    seats = [codes.new_seat() for _ in range(120)]
+
+    def send(i):
+        s = reopen()  # a connection of its own, as each replica has
+        s.answer(code, q.id, seats[i], ["ich", "du", "er"][i % 3])
+        s.answer(code, q.id, seats[i], ["ich", "du", "er"][i % 3])  # a resend: still one answer
+
+    with cf.ThreadPoolExecutor(16) as pool:
+        list(pool.map(send, range(120)))
+    got = store.answers(code, q.id)
+    assert len(got) == 120 and {a.seat for a in got} == set(seats)
+    assert sum(a.choice == "du" for a in got) == 40
+
+
+def test_the_classroom_package_imports_no_torch_nor_streamlit():
+    code = "import sys, classroom.store, classroom.codes; print(sorted(m for m in ('torch', 'streamlit') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent, capture_output=True, text=True)
+    assert out.stdout.strip() == "[]", out.stderr

@@ -1,0 +1,399 @@
+"""The room in every page: students' apps follow the teacher's view, the teacher's app publishes it, and the question
+being asked is shown in the main area (a fragment that polls the room's version: a change reruns the student's app).
+
+app.py calls ``arrive(pages, current)`` before the sidebar's widgets (a link's ``?room=CODE``, ``?teach=SECRET`` and
+``?seat=ID`` are read; a following student takes the teacher's view: page, sentence, model, decoding, kind, layer,
+head, step, lesson step) and ``panel()`` before the page runs (the sidebar's room box, the teacher's view
+published, the live question). The store is ``classroom.store.open_store()`` (SQLite, or Redis with
+``ATTN_ROOM_STORE``); every change goes through its rules (only the teacher's secret changes a room).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from classroom import codes
+from classroom.store import Question, RoomError, RoomNotFound, RoomStore, open_store
+from ui import keys
+from ui.widgets import md_escape
+
+log = logging.getLogger("attention_explorer")
+
+POLL_S = 1.5  # how often a student's app asks whether the room changed (the teacher's: publishes, draws answers)
+VERSION_TTL_S = 0.5  # a room's version read from the store is reused this long by every session of the process
+# What a student follows: session key -> its type (the teacher's widgets' values, as the teacher's session holds them)
+FOLLOW = {
+    keys.SENTENCE: str,
+    keys.MODEL: str,
+    keys.METHOD: str,
+    keys.BEAM_SIZE: int,
+    keys.ALPHA: float,
+    keys.SAMPLE_TEMPERATURE: float,
+    keys.TOP_K: int,
+    keys.TOP_P: float,
+    keys.SEED: int,
+    keys.KIND: str,
+    keys.LAYER: int,
+    keys.HEAD: str,
+    keys.STEP: int,
+    keys.LESSON: int,
+}
+RESETS = (keys.SENTENCE, keys.MODEL)  # a change of either starts per-input state again (as the widgets' callbacks do)
+
+_store: RoomStore | None = None
+_store_lock = threading.Lock()
+_versions: dict[str, tuple[float, int]] = {}  # code -> (read at, version): one read per room every VERSION_TTL_S
+
+
+def store() -> RoomStore:
+    """The process's room store (opened on first use from ``ATTN_ROOM_STORE``)."""
+    global _store
+    with _store_lock:
+        if _store is None:
+            _store = open_store()
+        return _store
+
+
+def room_version(code: str) -> int:
+    """The room's version, read from the store at most once per ``VERSION_TTL_S`` for all sessions of this process.
+    Raises ``RoomNotFound``."""
+    now = time.monotonic()
+    hit = _versions.get(code)
+    if hit and now - hit[0] < VERSION_TTL_S:
+        return hit[1]
+    v = store().version(code)
+    _versions[code] = (now, v)
+    return v
+
+
+@dataclass
+class Membership:
+    """This session's place in a room: the teacher (holds the secret) or a student (holds a seat)."""
+
+    code: str
+    secret: str | None = None  # the teacher's control secret; None for a student
+    seat: str = field(default_factory=codes.new_seat)
+    following: bool = True  # a student follows the teacher (False: "Explore on my own")
+    applied: int = 0  # the room version this student's screen shows
+    published: dict = field(default_factory=dict)  # the view this teacher last published
+    page: str = "attention"  # the last page that is not /room
+    question: tuple[int, Question | None] = (0, None)  # (version read at, the current question)
+    mine: dict = field(default_factory=dict)  # question id -> this seat's answer
+
+    @property
+    def teacher(self) -> bool:
+        return self.secret is not None
+
+
+def membership() -> Membership | None:
+    """This session's room, if it is in one."""
+    return st.session_state.get(keys.ROOM_SESSION)
+
+
+def bucket(name: str) -> codes.Bucket:
+    """This session's rate limit ``name`` ("join", "answer", "start")."""
+    buckets = st.session_state.setdefault(keys.ROOM_BUCKETS, {})
+    if name not in buckets:
+        buckets[name] = {"join": codes.join_bucket, "answer": codes.answer_bucket, "start": codes.start_bucket}[name]()
+    return buckets[name]
+
+
+def join(code: str | None, secret: str | None = None, seat: str | None = None) -> bool:
+    """Join room ``code`` (as its teacher when ``secret`` is its secret); False after noting why not (a wrong or
+    expired code, too many tries). Rate-limited per session and, for wrong codes, per process."""
+    if not bucket("join").allow():
+        st.session_state[keys.ROOM_NOTE] = "Too many tries to join a class: wait a minute, then try again."
+        return False
+    try:
+        room = store().room(code)
+    except RoomNotFound as e:
+        if not codes.FAILED_JOINS.allow():  # many wrong codes from many sessions: each wrong try waits a little
+            time.sleep(1.0)
+        st.session_state[keys.ROOM_NOTE] = str(e)
+        return False
+    teacher = secret if codes.secret_matches(secret, room.secret_hash) else None
+    if secret and not teacher:
+        st.session_state[keys.ROOM_NOTE] = "This teacher link is not valid for this class: you joined it as a student."
+    m = Membership(room.code, secret=teacher, seat=seat if codes.is_seat(seat) else codes.new_seat())
+    m.page = room.view.get("page", m.page)
+    m.published = dict(room.view) if teacher else {}
+    m.applied = 0
+    st.session_state[keys.ROOM_SESSION] = m
+    return True
+
+
+def start(view: dict) -> Membership | None:
+    """Start a class showing ``view`` with this session as its teacher; None after a note when rate-limited."""
+    if not bucket("start").allow():
+        st.session_state[keys.ROOM_NOTE] = "You started several classes just now: wait a minute before starting another."
+        return None
+    code, secret = store().create(view)
+    m = Membership(code, secret=secret, published=dict(view), page=view.get("page", "attention"))
+    st.session_state[keys.ROOM_SESSION] = m
+    return m
+
+
+def leave() -> None:
+    """Leave the room (a callback)."""
+    st.session_state.pop(keys.ROOM_SESSION, None)
+    for k in (keys.ROOM, keys.SEAT, keys.TEACH):
+        st.query_params.pop(k, None)
+
+
+def current_view(page: str) -> dict[str, str]:
+    """The teacher's view as the store keeps it: the page and every followed value this session holds."""
+    view = {"page": page}
+    for k in FOLLOW:
+        v = st.session_state.get(k)
+        if v is not None and not isinstance(v, bool):
+            view[k] = str(v)
+    return view
+
+
+def apply_view(view: dict, pages: dict, current_path: str, m: Membership) -> None:
+    """Put the teacher's ``view`` into this session's widgets (before they are drawn) and switch to its page."""
+    from ui import state  # the callbacks' reset of per-input state (ui.state is the one module that reaches the model)
+
+    if any(view.get(k) is not None and str(st.session_state.get(k)) != view[k] for k in RESETS):
+        state.reset_per_input_state()
+    for k, typ in FOLLOW.items():
+        if k in view:
+            try:
+                st.session_state[k] = typ(float(view[k])) if typ is int else typ(view[k])
+            except ValueError:
+                continue
+    page = view.get("page")
+    if page in pages and page != current_path:
+        st.switch_page(pages[page], query_params={keys.ROOM: m.code, keys.SEAT: m.seat})
+
+
+def arrive(pages: dict, current) -> None:
+    """Before any widget: read a link's room parameters, keep them in the URL, and make a following student's app
+    show the teacher's view (switching page if the teacher is on another)."""
+    params = st.query_params
+    code, secret, seat = params.get(keys.ROOM), params.get(keys.TEACH), params.get(keys.SEAT)
+    if current.url_path not in ("", "room"):
+        st.session_state[keys.ROOM_LAST_PAGE] = current.url_path
+    m = membership()
+    if code and (m is None or m.code != codes.clean_code(code) or (secret and not m.teacher)):
+        if not join(code, secret, seat):
+            for k in (keys.ROOM, keys.TEACH, keys.SEAT):
+                params.pop(k, None)
+        m = membership()
+    if secret:
+        params.pop(keys.TEACH, None)  # never left in the address bar (a projector shows it)
+    if m is None:
+        return
+    if params.get(keys.ROOM) != m.code:
+        params[keys.ROOM] = m.code
+    if not m.teacher and params.get(keys.SEAT) != m.seat:
+        params[keys.SEAT] = m.seat
+    if current.url_path and current.url_path != "room":
+        m.page = current.url_path
+    if m.teacher or not m.following:
+        return
+    try:
+        room = store().room(m.code)
+    except RoomNotFound as e:
+        st.session_state[keys.ROOM_NOTE] = str(e)
+        leave()
+        return
+    _versions[m.code] = (time.monotonic(), room.version)
+    if room.version != m.applied:
+        m.applied = room.version
+        apply_view(room.view, pages, current.url_path, m)
+
+
+def back_to_class() -> None:
+    m = membership()
+    if m:
+        m.following, m.applied = True, 0
+
+
+def explore() -> None:
+    m = membership()
+    if m:
+        m.following = False
+
+
+def sidebar_box(m: Membership) -> None:
+    """The sidebar's room box: which room, who leads, explore / back, nickname, leave."""
+    sb = st.sidebar
+    sb.subheader(f"Class {m.code}")
+    if m.teacher:
+        sb.caption("You lead this class: students' screens follow yours.")
+    elif m.following:
+        sb.caption("The teacher leads: your screen follows the teacher's.")
+        sb.button("Explore on my own", key=keys.ROOM_EXPLORE, on_click=explore, icon=":material/explore:")
+    else:
+        sb.caption("You are exploring on your own; the class goes on.")
+        sb.button("Back to the class", key=keys.ROOM_BACK, on_click=back_to_class, icon=":material/group:")
+    if not m.teacher:
+        sb.text_input(
+            "Nickname (optional)", key=keys.ROOM_NICKNAME, max_chars=codes.MAX_NICKNAME, help="Shown to the teacher only."
+        )
+    sb.button("Leave the class", key=keys.ROOM_LEAVE, on_click=leave, type="tertiary")
+
+
+def panel() -> None:
+    """The room's part of a page run: a note, the sidebar box, the teacher's view published, the live question."""
+    if note := st.session_state.pop(keys.ROOM_NOTE, None):
+        st.warning(note)
+    m = membership()
+    if m is None:
+        return
+    sidebar_box(m)
+    live()
+
+
+def publish(m: Membership) -> None:
+    """Publish this teacher's view if it changed since the last time (a full run or the poll: fragments too)."""
+    view = current_view(m.page)
+    if view != m.published:
+        try:
+            store().publish(m.code, m.secret, view)
+            m.published = view
+        except RoomError as e:
+            log.info("view not published: %s", e)
+
+
+def question_now(m: Membership, version: int) -> Question | None:
+    """The room's current question, read again only when the room's version changed."""
+    if m.question[0] != version:
+        room = store().room(m.code)
+        q = store().question(m.code, room.current) if room.current else None
+        if q is not None and q.id not in m.mine and not m.teacher:  # a rejoining seat finds its answer
+            mine = [a.choice for a in store().answers(m.code, q.id) if a.seat == m.seat]
+            if mine:
+                m.mine[q.id] = mine[0]
+        m.question = (version, q)
+    return m.question[1]
+
+
+@st.fragment(run_every=POLL_S)
+def live() -> None:
+    """Poll the room: a following student's app reruns when the version changed; the teacher publishes; both see
+    the question being asked (students answer it, the teacher sees the answers come in and reveals)."""
+    m = membership()
+    if m is None:
+        return
+    try:
+        version = room_version(m.code)
+    except RoomNotFound as e:
+        st.session_state[keys.ROOM_NOTE] = str(e)
+        leave()
+        st.rerun(scope="app")
+    if m.teacher:
+        publish(m)
+    elif m.following and version != m.applied:
+        st.rerun(scope="app")
+    q = question_now(m, version)
+    if q is None:
+        return
+    with st.container(border=True):
+        if m.teacher:
+            teacher_question(m, q)
+        else:
+            student_question(m, q)
+
+
+def student_question(m: Membership, q: Question) -> None:
+    """The question as a student sees it: the options to pick (or a word to type), then the reveal."""
+    st.markdown(f"**Question {q.id}:** {md_escape(q.prompt)}")
+    if q.revealed:
+        mine = m.mine.get(q.id)
+        st.caption("Your answer: " + (md_escape(mine) if mine else "none") + ". The model's answer:")
+        results(m, q)
+        return
+    pick = st.pills("Your answer", q.options, key=f"{keys.ROOM_PICK}_{q.id}", label_visibility="collapsed")
+    typed = ""
+    if q.kind == "next":
+        typed = st.text_input("…or type a word", key=f"{keys.ROOM_TYPED}_{q.id}", max_chars=codes.MAX_ANSWER)
+    choice = (typed or "").strip() or pick
+    if st.button("Send my answer", key=f"{keys.ROOM_SEND}_{q.id}", disabled=not choice, type="primary"):
+        if not bucket("answer").allow():
+            st.warning("You are answering very fast: wait a second and send again.")
+        else:
+            try:
+                store().answer(m.code, q.id, m.seat, choice, st.session_state.get(keys.ROOM_NICKNAME) or "")
+                m.mine[q.id] = codes.clean_text(choice, codes.MAX_ANSWER)
+            except RoomError as e:
+                st.warning(str(e))
+    if q.id in m.mine:
+        st.caption(f"Sent: {md_escape(m.mine[q.id])}. You can change it until the teacher reveals the answer.")
+
+
+def tally(q: Question, answers) -> tuple[list[str], list[int]]:
+    """(labels, counts) of ``answers``: every option in order, then typed words, most frequent first."""
+    counts = Counter(a.choice for a in answers)
+    typed = [w for w, _ in counts.most_common() if w not in q.options]
+    labels = list(q.options) + typed
+    return labels, [counts.get(w, 0) for w in labels]
+
+
+def figure(q: Question, answers) -> go.Figure:
+    """The class's answers as bars (share of the class); after the reveal, the model's answer beside them."""
+    labels, counts = tally(q, answers)
+    n = max(1, sum(counts))
+    fig = go.Figure(go.Bar(x=labels, y=[c / n for c in counts], name=f"class ({sum(counts)} answers)", text=counts))
+    truth = q.truth.get("probs") or q.truth.get("weights")
+    if q.revealed and truth:
+        name = "model probability" if q.kind == "next" else "head's weight"
+        fig.add_bar(x=list(q.options), y=truth, name=name, text=[f"{p:.2f}" for p in truth])
+    fig.update_layout(barmode="group", height=320, margin=dict(l=10, r=10, t=30, b=10), yaxis=dict(range=[0, 1], title="share"))
+    return fig
+
+
+def results(m: Membership, q: Question) -> None:
+    answers = store().answers(m.code, q.id)
+    st.plotly_chart(figure(q, answers), key=f"room_hist_{q.id}", config={"displaylogo": False})
+    if q.revealed and q.kind == "mask":
+        st.markdown(f"The model's answer: **{md_escape(q.truth.get('answer', '?'))}**")
+        st.text(f"before: {q.truth.get('before', '')}\nafter:  {q.truth.get('after', '')}")
+    elif q.revealed and q.truth.get("best"):
+        st.markdown(f"The model's answer: **{md_escape(q.truth['best'])}**")
+
+
+def reveal(m: Membership, qid: int) -> None:
+    try:
+        store().reveal(m.code, m.secret, qid)
+    except RoomError as e:
+        st.session_state[keys.ROOM_NOTE] = str(e)
+
+
+def teacher_question(m: Membership, q: Question) -> None:
+    """The question as the teacher (the projector) sees it: the answers as they come in, and "Reveal"."""
+    st.markdown(f"**Question {q.id}:** {md_escape(q.prompt)}")
+    results(m, q)
+    if not q.revealed:
+        st.button("Reveal", key=keys.ROOM_REVEAL, on_click=reveal, args=(m, q.id), type="primary", icon=":material/visibility:")
+
+
+def export_csv(m: Membership) -> str:
+    """The room's questions and answers as CSV text: one row per answer (a question without any gets one row)."""
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(["room", "question", "kind", "prompt", "options", "model_answer", "revealed", "seat", "nickname", "answer", "at"])
+    for q in store().questions(m.code):
+        model = q.truth.get("best") or q.truth.get("answer") or ""
+        head = [m.code, q.id, q.kind, q.prompt, " | ".join(q.options), model, q.revealed]
+        rows = store().answers(m.code, q.id) or [None]
+        for a in rows:
+            tail = [a.seat[:6], a.nickname, a.choice, time.strftime("%H:%M:%S", time.gmtime(a.at))] if a else ["", "", "", ""]
+            w.writerow([csv_safe(x) for x in head + tail])
+    return out.getvalue()
+
+
+def csv_safe(value) -> str:
+    """``value`` as a CSV cell that a spreadsheet does not run as a formula (a leading = + - @ is quoted with ')."""
+    text = str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
