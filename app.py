@@ -1,7 +1,7 @@
 """Attention Explorer: see what a small encoder-decoder Transformer attends to, for any sentence you type.
 
 Start it with ``streamlit run app.py``. This script is the frame: page config, the model picker and
-decoding settings in the sidebar, the source sentence box, and ``st.navigation`` over one page per
+decoding settings in the sidebar, the source sentence box (both in ``ui/inputs.py``), and ``st.navigation`` over one page per
 view (``ui/pages/*.py``, each at its own URL path: /translate, /attention, /steps, /positional, /masks,
 /stats, /shapes, /head, /compare, /explain, /lesson). Each page is a function, ``ui.pages.<page>.page(frame)``, that
 ``st.navigation`` runs with this run's ``ui.state.Frame`` (model, sentence, decoding settings). It computes nothing
@@ -27,7 +27,8 @@ from streamlit.errors import StreamlitAPIException
 from model.checkpoint import CheckpointError, Loaded
 from model.settings import DecodeSettings
 from ui import catalog, keys, room, state
-from ui.widgets import MAX_CHARS, cut_url_text, cut_warning, md_escape, url_radio
+from ui.inputs import decoding_settings, source_box
+from ui.widgets import cut_url_text, md_escape
 
 log = logging.getLogger("attention_explorer")
 
@@ -127,86 +128,6 @@ def sidebar() -> tuple[str, Loaded, state.ModelFacts, DecodeSettings]:
     sb.subheader("Decoding")
     with sb:
         return path, loaded, facts, decoding_settings()
-
-
-def decoding_settings() -> DecodeSettings:
-    """The decoding widgets, read as settings; what the chosen method does not use keeps its default. Each is bound
-    to the URL under its own name (``?method=beam&beam_size=8&alpha=0``), so a link reopens the same decoding."""
-    d = DecodeSettings()
-    method = url_radio("Method", catalog.METHODS, key=keys.METHOD, default=d.method, horizontal=True)
-    if method == "beam":
-        return DecodeSettings(
-            method=method,
-            beam_size=st.slider(
-                "Beam size", 1, 8, d.beam_size, key=keys.BEAM_SIZE, bind="query-params", help="Hypotheses kept at each step."
-            ),
-            alpha=st.slider(
-                "Length penalty α",
-                0.0,
-                3.0,
-                d.alpha,
-                0.1,
-                key=keys.ALPHA,
-                bind="query-params",
-                help="Score = log-probability / ((5 + length) / 6)^α (Wu et al. 2016). 0 = no penalty; higher favours longer outputs.",
-            ),
-        )
-    if method == "sample":
-        return DecodeSettings(
-            method=method,
-            temperature=st.slider(
-                "Temperature",
-                0.1,
-                2.0,
-                1.0,
-                0.05,
-                key=keys.SAMPLE_TEMPERATURE,
-                bind="query-params",
-                help="Divides the logits: < 1 sharper, > 1 flatter.",
-            ),
-            top_k=st.slider(
-                "Top-k", 0, 50, 0, key=keys.TOP_K, bind="query-params", help="Keep only the k most probable pieces (0 = all)."
-            ),
-            top_p=st.slider(
-                "Top-p (nucleus)",
-                0.05,
-                1.0,
-                1.0,
-                0.05,
-                key=keys.TOP_P,
-                bind="query-params",
-                help="Keep the smallest set of pieces whose probability reaches p.",
-            ),
-            seed=int(
-                st.number_input("Seed", 0, 2**31 - 1, 0, key=keys.SEED, bind="query-params", help="Same seed, same sample.")
-            ),
-        )
-    return DecodeSettings(method=method)
-
-
-def source_box(task: str) -> str:
-    """The source sentence box and the example picker for a model of ``task`` ("translate" or "reverse")."""
-    examples = catalog.EXAMPLES[task]
-    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-    with c1:
-        text = st.text_input(
-            "Source sentence" if task == "translate" else "Source sequence (single letters, each after a space)",
-            examples[0],
-            key=keys.SENTENCE,
-            bind="query-params",
-            max_chars=MAX_CHARS,
-            on_change=state.reset_per_input_state,
-            placeholder="Type a sentence and press Enter",
-        )
-    with c2:
-        st.selectbox(
-            "Examples", examples, index=None, key=keys.EXAMPLE, on_change=state.use_example, placeholder="Pick an example…"
-        )
-    text = (text or "")[:MAX_CHARS]
-    cut_warning(keys.SENTENCE, text)
-    if task == "reverse" and any(len(w) != 1 for w in text.split()):
-        st.info("This toy model learned to reverse single letters, each after a space (“a b c”): other text gives noise.")
-    return text
 
 
 def main() -> None:

@@ -478,7 +478,7 @@ def encoder_states(model: Transformer, src_ids: Sequence[int], *, use_pos_encodi
     return _np(enc.memory[0])
 
 
-def word_order_demo(model: Transformer, tok: PieceTokenizer, a: str, b: str) -> WordOrder:
+def word_order_demo(model: Transformer, tok: PieceTokenizer, sentence_a: str, sentence_b: str) -> WordOrder:
     """Encode two sentences made of the same pieces in another order (e.g. "John loves Mary" /
     "Mary loves John"), with positional encoding off and on.
 
@@ -490,41 +490,41 @@ def word_order_demo(model: Transformer, tok: PieceTokenizer, a: str, b: str) -> 
 
     Raises InputError if either is empty, or the two are not permutations of the same pieces.
     """
-    if not a.strip() or not b.strip():
+    if not sentence_a.strip() or not sentence_b.strip():
         raise InputError("Type a sentence in both boxes: B should use A's words in another order.")
-    ia, ib = tok.encode(" " + a.strip()) + [tok.eos_id], tok.encode(" " + b.strip()) + [tok.eos_id]
-    if sorted(ia) != sorted(ib):
+    ids_a, ids_b = tok.encode(" " + sentence_a.strip()) + [tok.eos_id], tok.encode(" " + sentence_b.strip()) + [tok.eos_id]
+    if sorted(ids_a) != sorted(ids_b):
         raise InputError("The two sentences must use the same words in another order.")
     used: set[int] = set()
     perm = []
-    for x in ib:
-        j = next(j for j, y in enumerate(ia) if y == x and j not in used)
+    for piece in ids_b:
+        j = next(j for j, other in enumerate(ids_a) if other == piece and j not in used)
         used.add(j)
         perm.append(j)
     states = {}
     for pe in (False, True):
-        ea, eb = encoder_states(model, ia, use_pos_encoding=pe), encoder_states(model, ib, use_pos_encoding=pe)
-        states[pe] = EncoderStates(ea, eb, float(np.abs(eb - ea[perm]).max()))
-    return WordOrder([tok.piece_text(i) for i in ia], [tok.piece_text(i) for i in ib], perm, states[False], states[True])
+        states_a, states_b = encoder_states(model, ids_a, use_pos_encoding=pe), encoder_states(model, ids_b, use_pos_encoding=pe)
+        states[pe] = EncoderStates(states_a, states_b, float(np.abs(states_b - states_a[perm]).max()))
+    return WordOrder([tok.piece_text(i) for i in ids_a], [tok.piece_text(i) for i in ids_b], perm, states[False], states[True])
 
 
-def align_pieces(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
+def align_pieces(ids_a: Sequence[int], ids_b: Sequence[int]) -> list[tuple[int, int]]:
     """Pairs ``(i, j)`` of tokens of two id sequences that stand for each other.
 
     Sequences of the same length pair position by position. Otherwise ``difflib`` matches the pieces:
     equal stretches pair up, and so does a substituted stretch of the same length on both sides
     ("tired" for "wide"), position by position; inserted or deleted pieces get no partner.
     """
-    if len(a) == len(b):
-        return [(i, i) for i in range(len(a))]
+    if len(ids_a) == len(ids_b):
+        return [(i, i) for i in range(len(ids_a))]
     pairs: list[tuple[int, int]] = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=list(a), b=list(b), autojunk=False).get_opcodes():
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=list(ids_a), b=list(ids_b), autojunk=False).get_opcodes():
         if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
             pairs += zip(range(i1, i2), range(j1, j2), strict=True)
     return pairs
 
 
-def encoder_distance(model: Transformer, tok: PieceTokenizer, a: str, b: str) -> EncoderDistance:
+def encoder_distance(model: Transformer, tok: PieceTokenizer, sentence_a: str, sentence_b: str) -> EncoderDistance:
     """Per-token L2 distance between the encoder outputs (memory) of two inputs: which tokens'
     representations moved when A became B.
 
@@ -534,18 +534,18 @@ def encoder_distance(model: Transformer, tok: PieceTokenizer, a: str, b: str) ->
     neighbours'. Raises InputError if either text is empty.
     """
     cfg = model.cfg
-    sa, sb = prepare_source(tok, a, cfg.max_len), prepare_source(tok, b, cfg.max_len)
-    ea = encoder_states(model, sa.ids, use_pos_encoding=True)  # (S_a, D)
-    eb = encoder_states(model, sb.ids, use_pos_encoding=True)  # (S_b, D)
-    pairs = align_pieces(sa.ids, sb.ids)
-    i = np.array([p[0] for p in pairs], dtype=np.int64)
-    j = np.array([p[1] for p in pairs], dtype=np.int64)
+    source_a, source_b = prepare_source(tok, sentence_a, cfg.max_len), prepare_source(tok, sentence_b, cfg.max_len)
+    states_a = encoder_states(model, source_a.ids, use_pos_encoding=True)  # (S_a, D)
+    states_b = encoder_states(model, source_b.ids, use_pos_encoding=True)  # (S_b, D)
+    pairs = align_pieces(source_a.ids, source_b.ids)
+    rows_a = np.array([p[0] for p in pairs], dtype=np.int64)
+    rows_b = np.array([p[1] for p in pairs], dtype=np.int64)
     return EncoderDistance(
-        a_tokens=sa.tokens,
-        b_tokens=sb.tokens,
+        a_tokens=source_a.tokens,
+        b_tokens=source_b.tokens,
         pairs=pairs,
-        distance=np.linalg.norm(eb[j] - ea[i], axis=1).astype(np.float32),  # (P,)
-        same_piece=np.array(sa.ids, dtype=np.int64)[i] == np.array(sb.ids, dtype=np.int64)[j],
-        by_position=len(sa.ids) == len(sb.ids),
-        scale=float(np.linalg.norm(ea, axis=1).mean()),
+        distance=np.linalg.norm(states_b[rows_b] - states_a[rows_a], axis=1).astype(np.float32),  # (P,)
+        same_piece=np.array(source_a.ids, dtype=np.int64)[rows_a] == np.array(source_b.ids, dtype=np.int64)[rows_b],
+        by_position=len(source_a.ids) == len(source_b.ids),
+        scale=float(np.linalg.norm(states_a, axis=1).mean()),
     )

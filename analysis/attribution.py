@@ -586,7 +586,12 @@ def logit_lens_logprobs(
 
 
 def _translate(
-    model: Transformer, src_ids: Sequence[int], enc: EncoderResult, interventions: Interventions, settings: DecodeSettings, budget: int
+    model: Transformer,
+    src_ids: Sequence[int],
+    enc: EncoderResult,
+    interventions: Interventions,
+    settings: DecodeSettings,
+    budget: int,
 ) -> list[int]:
     """The output ids (no <bos>/<eos>) that ``settings`` decodes from ``enc`` within ``budget`` pieces, as
     ``analysis.analyze.analyze`` decodes: beam search with its size, α and stopping rule, or greedy / sampling

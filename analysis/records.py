@@ -87,12 +87,12 @@ def layer_average(attn) -> np.ndarray:
     Raises:
         ValueError: if ``attn`` is not 4-D.
     """
-    a = np.asarray(attn, dtype=np.float32)  # (L, H, Q, K)
-    if a.ndim != 4:
-        raise ValueError(f"attn must be 4-D (layers, heads, queries, keys), got shape {a.shape}")
-    live = np.abs(a).reshape(a.shape[0], a.shape[1], -1).max(axis=2) > 0  # (L, H)
+    attn = np.asarray(attn, dtype=np.float32)  # (L, H, Q, K)
+    if attn.ndim != 4:
+        raise ValueError(f"attn must be 4-D (layers, heads, queries, keys), got shape {attn.shape}")
+    live = np.abs(attn).reshape(attn.shape[0], attn.shape[1], -1).max(axis=2) > 0  # (L, H)
     n = np.maximum(live.sum(axis=1), 1).astype(np.float32)  # (L,)
-    return (a * live[:, :, None, None]).sum(axis=1) / n[:, None, None]  # (L, Q, K)
+    return (attn * live[:, :, None, None]).sum(axis=1) / n[:, None, None]  # (L, Q, K)
 
 
 def head_average(attn, layer: int | None = None) -> np.ndarray:
@@ -102,18 +102,18 @@ def head_average(attn, layer: int | None = None) -> np.ndarray:
     Raises:
         ValueError: for other shapes or a layer out of range.
     """
-    a = np.asarray(attn, dtype=np.float32)
-    if a.ndim == 3:
+    attn = np.asarray(attn, dtype=np.float32)
+    if attn.ndim == 3:
         if layer is not None:
             raise ValueError("layer is only for a (L, H, Q, K) array; this one is (H, Q, K)")
-        return layer_average(a[None])[0]
-    if a.ndim != 4:
-        raise ValueError(f"attn must be 3-D (heads, queries, keys) or 4-D (layers, ...), got shape {a.shape}")
+        return layer_average(attn[None])[0]
+    if attn.ndim != 4:
+        raise ValueError(f"attn must be 3-D (heads, queries, keys) or 4-D (layers, ...), got shape {attn.shape}")
     if layer is None:
-        return layer_average(a.reshape(1, -1, *a.shape[2:]))[0]  # (L, H, Q, K) -> (1, L*H, Q, K)
-    if not 0 <= layer < a.shape[0]:
-        raise ValueError(f"layer {layer} is out of range: the array has {a.shape[0]} layers (count from 0)")
-    return layer_average(a[layer : layer + 1])[0]
+        return layer_average(attn.reshape(1, -1, *attn.shape[2:]))[0]  # (L, H, Q, K) -> (1, L*H, Q, K)
+    if not 0 <= layer < attn.shape[0]:
+        raise ValueError(f"layer {layer} is out of range: the array has {attn.shape[0]} layers (count from 0)")
+    return layer_average(attn[layer : layer + 1])[0]
 
 
 # -- what an attention figure draws -----------------------------------------------------------------
@@ -515,16 +515,16 @@ def rollout(enc_self, *, residual: float = 0.5) -> np.ndarray:
     Raises:
         ValueError: if the maps are not square ``(L, H, S, S)`` or r is outside [0, 1].
     """
-    a = np.asarray(enc_self, dtype=np.float64)  # (L, H, S, S)
-    if a.ndim != 4 or a.shape[2] != a.shape[3] or 0 in a.shape:
-        raise ValueError(f"rollout needs square self-attention maps (L, H, S, S), got {a.shape}")
+    enc_self = np.asarray(enc_self, dtype=np.float64)  # (L, H, S, S)
+    if enc_self.ndim != 4 or enc_self.shape[2] != enc_self.shape[3] or 0 in enc_self.shape:
+        raise ValueError(f"rollout needs square self-attention maps (L, H, S, S), got {enc_self.shape}")
     if not 0.0 <= residual <= 1.0:
         raise ValueError(f"residual must be in [0, 1], got {residual}")
-    L, S = a.shape[0], a.shape[2]
+    L, S = enc_self.shape[0], enc_self.shape[2]
     eye = np.eye(S)
     out = np.empty((L, S, S))
     acc = eye
-    mean = layer_average(a).astype(np.float64)  # (L, S, S): the mean over each layer's heads still on
+    mean = layer_average(enc_self).astype(np.float64)  # (L, S, S): the mean over each layer's heads still on
     for l in range(L):
         hat = residual * eye + (1 - residual) * mean[l]  # (S, S)
         s = hat.sum(axis=-1, keepdims=True)  # (S, 1)
@@ -749,16 +749,18 @@ class Explanation:
 class LayerLens:
     """Which words each layer would write (``analysis.attribution.layer_lens``), for one translation under its interventions.
 
-    Logit lens (nostalgebraist 2020) on the decoder, teacher-forced on the shown translation: row ``i`` of the arrays is
+    Logit lens (nostalgebraist 2020) on the decoder, each column from decoding's own step over the shown translation
+    (the causal mask off included): row ``i`` of the arrays is
     ``dec_names[i]`` ("embeddings", "layer 1" .. "layer L_dec"), that state put through the final LayerNorm (where the
     model has one) and the generator. Column t is decoder row t (``tgt_in_tokens[t]`` → ``tgt_out_tokens[t]``).
         top_tokens ``[L_dec + 1][T]``: the most probable piece; top_probs ``(L_dec + 1, T)`` its probability;
         target_probs ``(L_dec + 1, T)``: the probability of the piece the model wrote there. The last row is the
-        model's own distribution.
+        distribution decoding used at each step (before any sampling filter).
     DecoderLens (Langedijk et al. 2023): ``enc_names[k]`` ("embeddings", "layer 1" .. "layer L_enc"); the decoder reads
-    encoder layer k's output (through the encoder's final LayerNorm) instead of the last, and decodes greedily:
+    encoder layer k's output (through the encoder's final LayerNorm) instead of the last, and decodes as the shown
+    translation was (method and budget):
         lens_tokens ``[L_enc + 1][n_k]``: the pieces written (without <eos>); lens_texts: their text; lens_finished:
-        whether each ended with <eos>. The last is the model's own greedy translation.
+        whether each ended with <eos>. The last is the shown translation.
     """
 
     tgt_in_tokens: list[str]

@@ -12,9 +12,9 @@ import pandas as pd
 STAT_COLUMNS = ("kind", "layer", "head", "entropy", "mean_distance", "diagonal", "previous", "first", "last", "max", "rows")
 
 
-def _kind_stats(kind: str, a: np.ndarray) -> list[dict]:
-    """Statistics of every head of one kind; ``a`` is ``(L, H, Q, K)``."""
-    L, H, Q, K = a.shape
+def _kind_stats(kind: str, weights: np.ndarray) -> list[dict]:
+    """Statistics of every head of one kind; ``weights`` is ``(L, H, Q, K)``."""
+    L, H, Q, K = weights.shape
     q = np.arange(Q)
     if kind == "cross":  # queries and keys are different sentences: compare relative positions
         scale = (K - 1) / (Q - 1) if Q > 1 else 0.0
@@ -24,19 +24,19 @@ def _kind_stats(kind: str, a: np.ndarray) -> list[dict]:
         diag = q.copy()
         dist = np.abs(q[:, None] - np.arange(K)[None, :]).astype(np.float64)  # (Q, K)
     diag = np.clip(diag, 0, K - 1)
-    a64 = a.astype(np.float64)
-    live = a64.sum(axis=-1) > 0  # (L, H, Q): rows that attend to anything (not ablated / fully masked)
-    plogp = np.where(a64 > 0, a64 * np.log(np.where(a64 > 0, a64, 1.0)), 0.0)
+    weights64 = weights.astype(np.float64)
+    live = weights64.sum(axis=-1) > 0  # (L, H, Q): rows that attend to anything (not ablated / fully masked)
+    plogp = np.where(weights64 > 0, weights64 * np.log(np.where(weights64 > 0, weights64, 1.0)), 0.0)
     per_row = {
         "entropy": -plogp.sum(axis=-1),  # (L, H, Q) nats
-        "mean_distance": (a64 * dist).sum(axis=-1),
-        "diagonal": a64[..., q, diag],
-        "first": a64[..., 0],
-        "last": a64[..., K - 1],
-        "max": a64.max(axis=-1),
+        "mean_distance": (weights64 * dist).sum(axis=-1),
+        "diagonal": weights64[..., q, diag],
+        "first": weights64[..., 0],
+        "last": weights64[..., K - 1],
+        "max": weights64.max(axis=-1),
     }
     has_prev = diag >= 1 if kind == "cross" else q >= 1  # (Q,)
-    prev = a64[..., q, np.maximum(diag - 1, 0)]  # (L, H, Q)
+    prev = weights64[..., q, np.maximum(diag - 1, 0)]  # (L, H, Q)
     rows = []
     for l in range(L):
         for h in range(H):
@@ -76,14 +76,14 @@ def head_stats(enc_self=None, dec_self=None, cross=None) -> pd.DataFrame:
         if arr is None:
             continue
         given += 1
-        a = np.asarray(arr, dtype=np.float32)  # (L, H, Q, K)
-        if a.ndim != 4:
-            raise ValueError(f"{kind} must be 4-D (layers, heads, queries, keys), got shape {a.shape}")
-        if 0 in a.shape:
-            raise ValueError(f"{kind} is empty (shape {a.shape})")
-        if kind != "cross" and a.shape[2] != a.shape[3]:
-            raise ValueError(f"{kind} maps must be square (queries and keys are the same tokens), got {a.shape}")
-        rows += _kind_stats(kind, a)
+        weights = np.asarray(arr, dtype=np.float32)  # (L, H, Q, K)
+        if weights.ndim != 4:
+            raise ValueError(f"{kind} must be 4-D (layers, heads, queries, keys), got shape {weights.shape}")
+        if 0 in weights.shape:
+            raise ValueError(f"{kind} is empty (shape {weights.shape})")
+        if kind != "cross" and weights.shape[2] != weights.shape[3]:
+            raise ValueError(f"{kind} maps must be square (queries and keys are the same tokens), got {weights.shape}")
+        rows += _kind_stats(kind, weights)
     if not given:
         raise ValueError("pass at least one of enc_self, dec_self, cross")
     return pd.DataFrame(rows, columns=list(STAT_COLUMNS))

@@ -128,12 +128,12 @@ def head_trace(
         ValueError: for an unknown kind, or a layer, head or query out of range.
     """
     _check(kind, layer, head, model)
-    a = (
+    translated = (
         analysis
         if analysis is not None
         else analyze(model, tok, text, DecodeSettings() if settings is None else settings, interventions)
     )
-    t = _Translation.of(model, a, kind)
+    t = _Translation.of(model, translated, kind)
     T = _pass_length(t, kind, query, interventions)
     device = next(model.parameters()).device
     src_t = torch.tensor([t.src_ids], device=device)  # (1, S)
@@ -233,9 +233,16 @@ class _Translation:
     masks: KindMask
 
     @staticmethod
-    def of(model: Transformer, a: Analysis, kind: str) -> _Translation:
-        tgt_in, _ = shift_right(a.out_ids, bos_id=model.cfg.bos_id, eos_id=model.cfg.eos_id, max_len=model.cfg.max_len)
-        return _Translation(a.source.ids, a.source.tokens, tgt_in, a.tgt_in_tokens, a.tgt_out_tokens, a.maps.masks[kind])
+    def of(model: Transformer, analysis: Analysis, kind: str) -> _Translation:
+        tgt_in, _ = shift_right(analysis.out_ids, bos_id=model.cfg.bos_id, eos_id=model.cfg.eos_id, max_len=model.cfg.max_len)
+        return _Translation(
+            analysis.source.ids,
+            analysis.source.tokens,
+            tgt_in,
+            analysis.tgt_in_tokens,
+            analysis.tgt_out_tokens,
+            analysis.maps.masks[kind],
+        )
 
 
 def _pass_length(t: _Translation, kind: str, query: int, interventions: Interventions) -> int:

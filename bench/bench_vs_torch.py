@@ -36,8 +36,7 @@ from torch import Tensor, nn
 
 from model.decoding import greedy_batch, max_new_tokens, strip
 from model.transformer import Transformer, TransformerConfig, sinusoidal_encoding
-from training.corpora import default_data_dir, pad_batch, read_pairs, split_file, token_batches
-from training.train import encode_pairs
+from training.corpora import default_data_dir, encode_pairs, pad_batch, read_pairs, split_file, token_batches
 
 
 class TorchReference(nn.Module):

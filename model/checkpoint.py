@@ -257,13 +257,13 @@ def main(argv: list[str] | None = None) -> None:
     avg = sub.add_parser("average", help="average the weights of checkpoints of one config and vocabulary (paper, 6.1)")
     avg.add_argument("dirs", nargs="+", metavar="DIR", help="checkpoint folders (two or more)")
     avg.add_argument("--out", required=True, help="folder for the averaged checkpoint")
-    a = ap.parse_args(argv)
-    if a.command == "average":
-        print(f"averaged {len(a.dirs)} checkpoints into {average_checkpoints(a.dirs, a.out)}")
+    args = ap.parse_args(argv)
+    if args.command == "average":
+        print(f"averaged {len(args.dirs)} checkpoints into {average_checkpoints(args.dirs, args.out)}")
         return
-    for d in a.dirs:
-        renamed = convert_checkpoint(d)
-        print(f"{d}: renamed {len(renamed)} tensors" if renamed else f"{d}: already uses the current names")
+    for folder in args.dirs:
+        renamed = convert_checkpoint(folder)
+        print(f"{folder}: renamed {len(renamed)} tensors" if renamed else f"{folder}: already uses the current names")
 
 
 if __name__ == "__main__":

@@ -367,8 +367,8 @@ class EncoderLayer(nn.Module):
         """
         # multi-head self-attention: every source position reads every (allowed) source position
         h = self.self_attn_norm.pre(x)
-        a, w, _ = self.self_attn(h, h, allowed, temperature=temperature, head_mask=head_mask, need_weights=need_weights)
-        x = self.self_attn_norm.post(x + self.dropout(a))
+        attn_out, w, _ = self.self_attn(h, h, allowed, temperature=temperature, head_mask=head_mask, need_weights=need_weights)
+        x = self.self_attn_norm.post(x + self.dropout(attn_out))
         # position-wise feed-forward
         h = self.ff_norm.pre(x)
         x = self.ff_norm.post(x + self.dropout(self.ff(h)))
@@ -444,12 +444,14 @@ class DecoderLayer(nn.Module):
         opts = {"temperature": temperature, "need_weights": need_weights}
         # masked multi-head self-attention: each target position reads itself and the earlier ones
         h = self.self_attn_norm.pre(y)
-        a, w_self, self_kv = self.self_attn(h, h, self_allowed, past_kv=past_self, head_mask=self_head_mask, **opts)
-        y = self.self_attn_norm.post(y + self.dropout(a))
+        attn_out, w_self, self_kv = self.self_attn(h, h, self_allowed, past_kv=past_self, head_mask=self_head_mask, **opts)
+        y = self.self_attn_norm.post(y + self.dropout(attn_out))
         # cross-attention: queries from the decoder, keys and values from the encoder memory
         h = self.cross_attn_norm.pre(y)
-        a, w_cross, cross_kv = self.cross_attn(h, memory, cross_allowed, past_kv=past_cross, head_mask=cross_head_mask, **opts)
-        y = self.cross_attn_norm.post(y + self.dropout(a))
+        attn_out, w_cross, cross_kv = self.cross_attn(
+            h, memory, cross_allowed, past_kv=past_cross, head_mask=cross_head_mask, **opts
+        )
+        y = self.cross_attn_norm.post(y + self.dropout(attn_out))
         # position-wise feed-forward
         h = self.ff_norm.pre(y)
         y = self.ff_norm.post(y + self.dropout(self.ff(h)))

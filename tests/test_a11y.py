@@ -99,8 +99,8 @@ def test_page_has_no_serious_violation(page: Page, app_url: str, path: str):
 def test_map_as_table_and_presenter_mode_have_no_serious_violation(page: Page, app_url: str):
     """The lesson's cross-attention step in presenter mode, with its map shown as a table as well."""
     open_page(page, f"{app_url}/lesson?model={MODEL}&lesson=6&presenter=1")
-    toggle = page.get_by_role("checkbox", name="Show as table").first
-    toggle.check()
+    page.get_by_role("switch", name="Show as table").first.focus()
+    page.keyboard.press("Space")
     expect(page.locator("[data-testid=stTable]").first).to_be_visible()
     wait_idle(page)
     problems = blocking(page, "lesson-table-presenter")
@@ -110,6 +110,7 @@ def test_map_as_table_and_presenter_mode_have_no_serious_violation(page: Page, a
 def test_every_figure_has_a_text_alternative_for_screen_readers(page: Page, app_url: str):
     """Each chart on the attention page follows a visually hidden paragraph that says what it is."""
     open_page(page, f"{app_url}/attention?model={MODEL}")
+    expect(page.locator("[data-testid=stPlotlyChart] .main-svg").first).to_be_visible()
     n_charts = page.locator("[data-testid=stPlotlyChart]").count()
     alts = page.locator("p.figure-alt").all_inner_texts()
     assert n_charts >= 1 and len(alts) == n_charts

@@ -5,8 +5,12 @@
 - Integrated Gradients are complete: they sum to f(x) − f(baseline) within 1 % with the page's steps, for every
   output token, plain and contrastive; the page's parts add up to the one-call result.
 - A hidden source token gets zero attention, zero norm-weighted attention, zero rollout and exactly zero gradient.
-- The logit lens at the last decoder layer is the model's own distribution; DecoderLens at the last encoder layer is
-  the model's own greedy translation; the embeddings path of the encoder is ``encode``.
+- The logit lens at the last decoder layer is, at every position, the distribution decoding used at that step (the
+  key/value-cached steps of ``generate_steps``, the beam's own log-probabilities), for every decoding method and every
+  Mask lab intervention, the causal mask off included; DecoderLens at the last encoder layer is the translation on
+  screen under every decoding setting; the embeddings path of the encoder is ``encode``.
+- Norm-weighted terms, checked with forward hooks on the real attention sub-layers, add up to each sub-layer's
+  output for every kind and layer; rollout averages the heads still on.
 - The page renders for every output token of the example, with no NaN in any figure, and follows the Mask lab.
 On the small ``reverse`` checkpoint and a tiny random model; tests on ``pretrained/en-de`` are marked slow.
 """
@@ -24,12 +28,12 @@ import torch
 
 from analysis.analyze import analyze
 from analysis.attribution import (
-    _layer_inputs,
     IG_REFINE_DEPTH,
     IG_REFINE_TOL,
     IG_SEGMENTS,
     IG_STEPS,
     _ig_between,
+    _layer_inputs,
     attention_terms,
     decoder_lens_ids,
     encode_embedded,
@@ -178,7 +182,11 @@ def hooked_terms(m: Transformer, src_ids, tgt_out, interventions: Interventions)
     (``_layer_inputs``) must be the rows the sub-layer read. Returns kind -> ``(L, H, Q, K, D)``."""
     cfg = m.cfg
     modules = [("enc_self", l, lay.self_attn) for l, lay in enumerate(m.encoder)]
-    modules += [(kind, l, getattr(lay, attr)) for l, lay in enumerate(m.decoder) for kind, attr in (("dec_self", "self_attn"), ("cross", "cross_attn"))]
+    modules += [
+        (kind, l, getattr(lay, attr))
+        for l, lay in enumerate(m.decoder)
+        for kind, attr in (("dec_self", "self_attn"), ("cross", "cross_attn"))
+    ]
     seen: dict = {}
     handles = [
         mha.register_forward_hook(lambda _mod, args, out, key=(kind, l): seen.__setitem__(key, (args[1].clone(), out[0].clone())))
@@ -195,7 +203,13 @@ def hooked_terms(m: Transformer, src_ids, tgt_out, interventions: Interventions)
         for end in [T] if interventions.causal else range(1, T + 1):
             seen.clear()
             with torch.inference_mode():
-                res = m(torch.tensor([list(src_ids)]), torch.tensor([tgt_in[:end]]), interventions, need_weights=True, need_intermediates=True)
+                res = m(
+                    torch.tensor([list(src_ids)]),
+                    torch.tensor([tgt_in[:end]]),
+                    interventions,
+                    need_weights=True,
+                    need_intermediates=True,
+                )
             rows = slice(0, end) if interventions.causal else slice(end - 1, end)
             weights = {"enc_self": res.enc_self_attn, "dec_self": res.dec_self_attn, "cross": res.cross_attn}
             assert len(seen) == len(modules), "every attention sub-layer ran once"
@@ -611,7 +625,9 @@ LENS_DECODINGS = {  # settings whose translation differs from greedy decoding's 
 
 
 @pytest.mark.parametrize("settings", list(LENS_DECODINGS.values()), ids=list(LENS_DECODINGS))
-@pytest.mark.parametrize("interventions", [INTERVENTION_CASES[k] for k in ("none", "causal_off", "ablated")], ids=["none", "causal_off", "ablated"])
+@pytest.mark.parametrize(
+    "interventions", [INTERVENTION_CASES[k] for k in ("none", "causal_off", "ablated")], ids=["none", "causal_off", "ablated"]
+)
 def test_decoder_lens_follows_the_decoding_settings(rev, interventions, settings):
     """DecoderLens decodes as the sidebar says (method, beam size, α, sampling seed and filters, budget): its "= final"
     row is the translation on screen under every setting, and the budget cuts every layer's output alike."""
@@ -642,6 +658,19 @@ def test_decoder_lens_is_not_greedy_under_other_settings(rev):
     assert max(len(t) for t in short.lens_tokens) <= 2 and not short.lens_finished[-1]
 
 
+def test_the_lens_notes_say_what_each_setting_shows():
+    """The captions under the lenses change with what the lenses are: the passes (one, or each step replayed without
+    the causal mask), and what the last row is to the piece written under greedy, beam and sampling."""
+    greedy, beam, sample = DECODINGS["greedy"], DECODINGS["beam"], DECODINGS["sample"]
+    assert "replayed" in ve.logit_lens_note(greedy, False) and "replayed" not in ve.logit_lens_note(greedy, True)
+    assert "its top piece is the piece written" in ve.logit_lens_note(greedy, True)
+    assert "beam search (beam 3, α = 0.6)" in ve.logit_lens_note(beam, True) and "need not" in ve.logit_lens_note(beam, True)
+    s = ve.logit_lens_note(sample, False)
+    assert "before sampling (temperature 1.5, top-k 5, seed 3)" in s and "need not" in s and "replayed" in s
+    assert "greedy decoding" in ve.decoder_lens_note(greedy) and "2 × the source's length + 10" in ve.decoder_lens_note(greedy)
+    assert "same seed" in ve.decoder_lens_note(sample) and "at most 3 pieces" in ve.decoder_lens_note(DecodeSettings(max_new=3))
+
+
 @pytest.mark.slow
 def test_the_lenses_on_the_shipped_model():
     loaded = _loaded(EN_DE)
@@ -651,6 +680,24 @@ def test_the_lenses_on_the_shipped_model():
     assert ll.lens_texts[-1] == a.translation
     np.testing.assert_allclose(ll.target_probs[-1], a.maps.next_probs, atol=1e-5)
     assert ll.lens_texts[0] != a.translation, "reading the embeddings alone does not translate"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("settings", [DecodeSettings(), DecodeSettings("beam")], ids=["greedy", "beam"])
+def test_the_lens_under_the_causal_mask_off_on_the_shipped_model(settings):
+    """The review's case: "A dog jumps over a green fence." on pretrained/en-de with the causal mask off. One pass
+    over the whole output gave the written token a probability up to 0.889 away from decoding's (0.095 against 0.985
+    at position 4 on the shipped weights) and another top token at 2 of 13 positions; the lens now replays each step
+    (the difference is 2e-7)."""
+    loaded = _loaded(EN_DE)
+    m, tok = loaded.model, loaded.tokenizer
+    interventions = Interventions(causal=False)
+    a = analyze(m, tok, "A dog jumps over a green fence.", settings, interventions)
+    ll = layer_lens(m, tok, a.source.ids, a.out_ids, interventions, settings)
+    np.testing.assert_allclose(ll.target_probs[-1], a.maps.next_probs, atol=1e-5)
+    if settings.method == "greedy":
+        assert ll.top_tokens[-1] == a.tgt_out_tokens
+    assert ll.lens_texts[-1] == a.translation
 
 
 # -- figures -----------------------------------------------------------------------------------------------------------
@@ -769,7 +816,9 @@ def test_the_page_renders_every_output_token_with_no_nan(monkeypatch, rev):
     ok(at)
     lens = layer_lens(rev.model, rev.tokenizer, a.source.ids, a.out_ids)
     np.testing.assert_allclose(chart_array(chart(at, "Logit lens")["data"][0]["z"]), lens.top_probs, atol=1e-6)
-    assert len(at.dataframe) == 2 and list(at.dataframe[1].value["greedy translation"]) == lens.lens_texts
+    assert len(at.dataframe) == 2 and list(at.dataframe[1].value["translation"]) == lens.lens_texts
+    captions = [c.value for c in at.caption]
+    assert ve.logit_lens_note(DecodeSettings(), True) in captions and ve.decoder_lens_note(DecodeSettings()) in captions
     assert not _page_nan(at)
 
 

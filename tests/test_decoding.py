@@ -30,6 +30,7 @@ from model.decoding import (
     generate_steps,
     greedy_batch,
     length_penalty,
+    max_new_tokens,
 )
 from model.facts import VISIBLE, cell_reasons
 from model.settings import DecodeSettings
@@ -211,11 +212,32 @@ def test_a_forced_prefix_is_kept_and_decoding_goes_on_from_it(reverse):
 
 
 def test_sampling_is_repeatable_with_a_seed_and_top_k_one_is_greedy():
+    """The seed decides the sample: the same seed gives the same output whatever the global random state, other
+    seeds give other outputs, and each output is the draws of ``torch.multinomial`` from a CPU generator seeded with
+    it, replayed here step by step on the filtered distribution of a teacher-forced pass (this fails if the seed
+    were ignored, replaced by a constant, or the global generator were used)."""
     model = make_model(9)
     ids = src_ids(9)
     s = SamplingSettings("sample", temperature=1.5, seed=4)
-    assert generate_ids(model, ids, sampling=s) == generate_ids(model, ids, sampling=s)
+    torch.manual_seed(123)
+    first = generate_ids(model, ids, sampling=s)
+    torch.manual_seed(456)  # another global state: the seed alone decides
+    assert generate_ids(model, ids, sampling=s) == first
     assert generate_ids(model, ids, sampling=SamplingSettings("sample", top_k=1, seed=1)) == greedy_one(model, ids)
+    samples = {seed: generate_ids(model, ids, sampling=replace(s, seed=seed)) for seed in range(6)}
+    assert len({tuple(v) for v in samples.values()}) >= 3, f"six seeds, too few different samples: {samples}"
+    for seed, out in samples.items():  # replay: one generator seeded with the seed, one draw per step
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        prefix, drawn = [BOS], []
+        while len(drawn) < max_new_tokens(model, len(ids)):
+            with torch.inference_mode():
+                logits = model(torch.tensor([ids]), torch.tensor([prefix])).logits[0, -1]  # (V,)
+            token = int(torch.multinomial(filtered_probs(logits, replace(s, seed=seed)), 1, generator=gen))
+            if token == EOS:
+                break
+            drawn.append(token)
+            prefix.append(token)
+        assert out == drawn, f"seed {seed}"
 
 
 @settings(max_examples=50, deadline=None)

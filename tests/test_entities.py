@@ -1,4 +1,4 @@
-"""Entity substitution in training (training/corpora.py, issue 20): a name, place or number that a training pair
+"""Entity substitution in training (training/transforms/, issue 20): a name, place or number that a training pair
 shares verbatim is replaced by the same random one on both sides; a pair without one is never touched."""
 
 from __future__ import annotations
@@ -11,34 +11,33 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from training.corpora import (
+from training.transforms.clock import (
+    drop_context_times,
+    later_times,
+    random_clock_words,
+    substitute_later_times,
+    times_as_typed,
+)
+from training.transforms.dates import MONTHS, months_to_dates, ordinal, shared_dates, shared_months, substitute_dates
+from training.transforms.entities import (
+    EntityPools,
+    capital_pieces,
+    proper_nouns,
+    shared_entities,
+    substitute_entities,
+    word_pieces,
+)
+from training.transforms.negation import nicht_after_object
+from training.transforms.numbers import (
     DECIMAL,
     GROUPED,
-    MONTHS,
-    EntityPools,
-    EntitySwapper,
-    british_spelling,
-    capital_pieces,
-    drop_context_times,
     german_number,
-    later_times,
-    months_to_dates,
-    nicht_after_object,
-    ordinal,
-    proper_nouns,
-    random_clock_words,
     random_grouped_number,
     random_long_number,
     random_number_like,
-    shared_dates,
-    shared_entities,
-    shared_months,
-    substitute_dates,
-    substitute_entities,
-    substitute_later_times,
-    times_as_typed,
-    word_pieces,
 )
+from training.transforms.spelling import british_spelling
+from training.transforms.swapper import EntitySwapper
 
 POOLS = EntityPools(first_names=("Amira", "Oluwaseun", "Zsófia"), last_names=("Kowalczyk",), cities=("Tampere", "Da Nang"))
 PAIRS = [
@@ -140,7 +139,7 @@ def test_a_year_becomes_a_year_half_the_time():
 
 def test_faker_pools_hold_names_of_many_locales_and_scripts():
     pytest.importorskip("faker")
-    from training.corpora import entity_pools
+    from training.transforms.entities import entity_pools
 
     pools = entity_pools(per_locale=40)
     assert len(pools.first_names) > 500 and len(pools.cities) > 300

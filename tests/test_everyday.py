@@ -20,8 +20,8 @@ import sacrebleu
 
 from model.checkpoint import PRETRAINED, load_checkpoint
 from model.settings import DecodeSettings
-from training.corpora import MONTHS, ordinal, shared_dates
 from training.evaluate import translate
+from training.transforms.dates import MONTHS, ordinal, shared_dates
 
 EN_DE = PRETRAINED / "en-de"
 
@@ -206,7 +206,7 @@ BRITISH_FLOOR = 7  # of the 20 that the shipped model translates as their Americ
 
 def test_the_british_probe_differs_from_its_american_twin_only_in_spelling():
     pytest.importorskip("breame")
-    from training.corpora import british_spelling
+    from training.transforms.spelling import british_spelling
 
     assert all(british_spelling(us) == gb != us for gb, us in BRITISH.items())
 
@@ -296,7 +296,7 @@ DATES_FLOOR = 120  # of the 120 the shipped model writes as German does (stage 2
 
 
 def english_dates(day: int, month: int) -> list[str]:
-    """The four forms ``training.corpora.english_date`` draws from: "May 12", "May 12th", "12 May", "the 12th of May"."""
+    """The four forms ``training.transforms.dates.english_date`` draws from: "May 12", "May 12th", "12 May", "the 12th of May"."""
     name, nth = MONTHS[month], ordinal(day)
     return [f"{name} {day}", f"{name} {nth}", f"{day} {name}", f"the {nth} of {name}"]
 
@@ -317,7 +317,7 @@ def test_the_date_probe_holds_four_forms_of_six_dates_in_five_frames():
 
 
 def test_dates_in_every_english_form_come_out_as_german_writes_them_as_often_as_the_shipped_floor():
-    """Kept: ``training.corpora.shared_dates`` finds the English date written as a German one ("12. Mai") in the output."""
+    """Kept: ``training.transforms.dates.shared_dates`` finds the English date written as a German one ("12. Mai") in the output."""
     src = [frame.format(en) for frame in DATE_FRAMES for day, month in DATES for en in english_dates(day, month)]
     assert len(src) == 120
     outs = translate(load_checkpoint(EN_DE, "cpu"), src, progress=False)

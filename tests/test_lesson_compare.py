@@ -140,8 +140,8 @@ def compare_marks_match_difflib(at: AppTest, a: str, b: str, model) -> None:
 
 def test_compare_marks_exactly_the_changed_tokens(rev):
     at = open_page("compare", pair="one-letter")
-    assert at.text_input(key=keys.COMPARE_A).value == PAIRS["one-letter"].a
-    compare_marks_match_difflib(at, PAIRS["one-letter"].a, PAIRS["one-letter"].b, rev)
+    assert at.text_input(key=keys.COMPARE_A).value == PAIRS["one-letter"].sentence_a
+    compare_marks_match_difflib(at, PAIRS["one-letter"].sentence_a, PAIRS["one-letter"].sentence_b, rev)
     _, marks = chip_marks(at, "cmp-out-b")
     assert marks.count("changed") == 1, "one letter changed: one output piece differs"
 
@@ -150,14 +150,14 @@ def test_compare_marks_exactly_the_changed_tokens(rev):
 def test_compare_marks_the_changed_tokens_of_the_minimal_pair_on_en_de():
     pair = catalog.PAIRS["translate"]["tired-wide"]
     at = open_page("compare", model=EN_DE, sentence="Hello.", pair="tired-wide")
-    compare_marks_match_difflib(at, pair.a, pair.b, load_checkpoint(EN_DE, device="cpu"))
+    compare_marks_match_difflib(at, pair.sentence_a, pair.sentence_b, load_checkpoint(EN_DE, device="cpu"))
     assert dict(at.query_params) == {"pair": "tired-wide"}
 
 
 def test_compare_difference_map_is_b_minus_a_when_the_counts_match(rev):
     at = open_page("compare", pair="one-letter", kind="cross", layer=1, head=2)
     pair = PAIRS["one-letter"]
-    ra, rb = analyze(rev.model, rev.tokenizer, pair.a), analyze(rev.model, rev.tokenizer, pair.b)
+    ra, rb = analyze(rev.model, rev.tokenizer, pair.sentence_a), analyze(rev.model, rev.tokenizer, pair.sentence_b)
     a_map, b_map = ra.maps.cross[0, 1], rb.maps.cross[0, 1]
     np.testing.assert_allclose(np.nan_to_num(chart_array(chart(at, "A: Cross")["data"][0]["z"])), a_map, atol=1e-6)
     diff = chart_array(chart(at, "B − A")["data"][0]["z"]).astype(float)

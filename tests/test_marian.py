@@ -45,7 +45,7 @@ from convert.marian import MarianImportError, import_marian, main
 from model.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from model.decoding import beam_search, generate_ids  # noqa: E402
 from model.settings import DecodeSettings
-from model.spm_tokenizer import SentencePieceTokenizer  # noqa: E402
+from model.spm_tokenizer import FILES, SentencePieceTokenizer  # noqa: E402
 from model.transformer import TransformerConfig, sinusoidal_encoding  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -398,8 +398,10 @@ def test_a_hub_name_downloads_what_the_import_reads_and_no_more(source, tmp_path
     loaded = import_marian("Helsinki-NLP/opus-mt-en-de", tmp_path / "from-hub")
     [(name, patterns)] = fake.asked
     assert name == "Helsinki-NLP/opus-mt-en-de"
-    weights = {"model.safetensors"} if layout == "one file" else {"model.safetensors.index.json", *(p.name for p in repo.glob("model-*.safetensors"))}
-    assert set(patterns) == {"config.json", "generation_config.json", "README.md", "tokenizer_config.json", "source.spm", "target.spm", "vocab.json"} | weights
+    shards = {p.name for p in repo.glob("model-*.safetensors")}
+    weights = {"model.safetensors"} if layout == "one file" else {"model.safetensors.index.json", *shards}
+    card_and_tokenizer = {"config.json", "generation_config.json", "README.md", "tokenizer_config.json", *FILES}
+    assert set(patterns) == card_and_tokenizer | weights, "what the import reads, and no other framework's weights"
     local = import_marian(source, tmp_path / "local")
     for k, v in local.model.state_dict().items():
         assert torch.equal(v, loaded.model.state_dict()[k]), k
@@ -435,7 +437,7 @@ def test_the_decoder_starts_from_decoder_start_token_id(tokenizer_dir, tmp_path)
         with torch.inference_mode():
             out = original.generate(torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=BUDGET)
         assert out[0, 0] == start
-        assert decode_ids(loaded.model, ids, max_new=BUDGET, need_weights=False) == generated(out, 0), text
+        assert generate_ids(loaded.model, ids, max_new=BUDGET, need_weights=False) == generated(out, 0), text
     card = (tmp_path / "imported" / "README.md").read_text()
     assert f"The decoder starts from `{loaded.tokenizer.piece_text(start)}` (id {start}" in card
 

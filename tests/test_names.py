@@ -19,8 +19,10 @@ import pytest
 
 from model.checkpoint import PRETRAINED, load_checkpoint
 from model.tokenizer import TiktokenTokenizer
-from training.corpora import NUMBER, capital_pieces, data_root, entity_pools, read_lines, word_pieces
+from training.corpora import data_root, read_lines
 from training.evaluate import translate
+from training.transforms.entities import capital_pieces, entity_pools, word_pieces
+from training.transforms.numbers import NUMBER
 
 EN_DE = PRETRAINED / "en-de"
 TARGET = 0.9
@@ -74,7 +76,7 @@ NAMES = [  # (English sentence, the names and numbers its translation must keep 
 
 
 # Phone numbers, postcodes and ids as a student types them (issue 20: numbers come through): one group of 5-9 digits
-# or 2-3 groups of 2-5, drawn once (seed 2811) the way stage 19 drew them for training (training.corpora.random_long_number);
+# or 2-3 groups of 2-5, drawn once (seed 2811) the way stage 19 drew them for training (training.transforms.numbers.random_long_number);
 # the digits are random, so no sentence can have been seen. Each must come through verbatim, groups and repeated digits
 # included.
 LONG_NUMBERS = [
@@ -96,7 +98,7 @@ LONG_NUMBERS = [
 
 # Phone numbers with a long subscriber number, as a German mobile number is typed ("0176 5551234"): a dialling code of
 # 2-5 digits, then 6-8 digits, drawn once (seed 2812). Stage 19 kept 19 of 30: its long-number practice never drew a
-# second group of more than 5 digits ("0176 5551234" -> "0176 92"); stage 20's did (training.corpora.random_long_number).
+# second group of more than 5 digits ("0176 5551234" -> "0176 92"); stage 20's did (training.transforms.numbers.random_long_number).
 PHONE_NUMBERS = [
     "My phone number is 07 70761529.", "My phone number is 53 680732.", "My phone number is 088 4502195.",
     "My phone number is 025 774500.", "My phone number is 55830 90930459.", "Call me at 41 841041.",

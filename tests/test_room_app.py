@@ -78,7 +78,6 @@ def test_a_student_follows_the_teacher_and_answers(store):
     assert store.room(m.code).view["page"] == "steps"
     student.run()
     ok(student)
-    print("DEBUG", student._page_hash, [c.value[:30] for c in student.caption])
     assert student.session_state[keys.SENTENCE] == " p q" and on_page(student, "steps")
 
     switch_to(teacher, "room").run()

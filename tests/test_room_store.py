@@ -225,3 +225,22 @@ def test_the_classroom_package_imports_no_torch_nor_streamlit():
     code = "import sys, classroom.store, classroom.codes; print(sorted(m for m in ('torch', 'streamlit') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent, capture_output=True, text=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_rate_limits_let_a_burst_through_then_one_per_period():
+    b = codes.Bucket(rate=1.0, burst=3)
+    assert [b.allow(now=0.0) for _ in range(5)] == [True, True, True, False, False]
+    assert b.allow(now=0.5) is False and b.allow(now=1.01) is True and b.allow(now=1.02) is False
+    joins = codes.join_bucket()
+    tries = sum(joins.allow(now=t / 10) for t in range(600))  # a guesser trying 10 codes a second for a minute
+    assert 5 <= tries <= 16, tries  # 5 at once, then one every 6 s
+    answers = codes.answer_bucket()
+    assert sum(answers.allow(now=t / 100) for t in range(300)) <= 6 + 3 + 1  # 3 s of a client sending 100 a second
+
+
+def test_a_room_code_guesser_is_slowed_to_hopelessness():
+    """With the per-session join limit (5, then 1 per 6 s) and 31**6 codes, one session guessing for 12 hours
+    (a room's life) finds any of 1000 open rooms with probability < 1 %; a second guess at the same code never helps."""
+    per_session = 5 + 12 * 3600 / 6
+    assert len(codes.ALPHABET) ** codes.CODE_LEN > 8e8
+    assert per_session * 1000 / len(codes.ALPHABET) ** codes.CODE_LEN < 0.01

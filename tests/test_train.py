@@ -1,4 +1,4 @@
-"""training/train.py and training/corpora.py: a tiny end-to-end run, resuming, the schedule, batching, Multi30k."""
+"""training/train.py, training/config.py and training/corpora.py: a tiny end-to-end run, resuming, the schedule, batching, Multi30k."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from model.checkpoint import load_checkpoint
 from model.tokenizer import TiktokenTokenizer
 from model.transformer import Transformer, TransformerConfig
-from training.corpora import default_data_dir, pad_batch, read_pairs, split_file, token_batches
-from training.train import encode_pairs, load_data, load_state, lr_at, main, parse_args, reverse_pairs, save_state
+from training.corpora import default_data_dir, encode_pairs, pad_batch, read_pairs, split_file, token_batches
+from training.train import load_data, load_state, lr_at, main, parse_args, reverse_pairs, save_state
 
 TINY = [
     "--task", "reverse", "--d-model", "32", "--n-heads", "2", "--d-ff", "64", "--n-enc-layers", "1", "--n-dec-layers", "1",
@@ -298,8 +298,8 @@ def test_piece_names_are_made_of_the_init_checkpoints_word_pieces(tmp_path):
     """``--entity-piece-names`` draws from ``--init-from``'s vocabulary; without one there is none to draw from."""
     from argparse import Namespace
 
-    from training.corpora import word_pieces
     from training.train import init_piece_texts
+    from training.transforms.entities import word_pieces
 
     tok = TiktokenTokenizer.build(["Ayesha has yes ha ha yes", "the cats sing"] * 3, min_freq=2)
     tok.save(tmp_path / "vocab.json")
@@ -378,7 +378,7 @@ def test_entity_dates_swaps_dates_in_training_and_in_copy_practice(tmp_path, cap
 
 
 def test_negation_corpus_adds_the_negated_pairs_n_times(tmp_path, capsys):
-    """--negation-corpus N: the pairs of ``training.corpora.nicht_after_object`` N more times an epoch, with entity
+    """--negation-corpus N: the pairs of ``training.transforms.negation.nicht_after_object`` N more times an epoch, with entity
     substitution (the copies' names swapped, "Tom" among them) and without it."""
     train = [
         ("My friend Tom didn't eat the meat.", "Mein Freund Tom aß das Fleisch nicht."),

@@ -32,13 +32,13 @@ from training.corpora import (
     data_root,
     default_data_dir,
     dev_split,
+    encode_pairs,
     pad_batch,
     read_pairs,
     split_file,
     test_splits,
     token_batches,
 )
-from training.train import encode_pairs
 
 
 def translate(

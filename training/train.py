@@ -274,7 +274,7 @@ def swapped_examples(
 ) -> list[list]:
     """The encoded training examples of each corpus for ``epoch``: ``train_ex`` (from ``encode_pairs``
     over every pair of the corpus, so example k is pair k; pairs too long are ``None``) with this
-    epoch's entity swaps (``training.corpora.EntitySwapper``) encoded in place of the pairs they change."""
+    epoch's entity swaps (``training.transforms.swapper.EntitySwapper``) encoded in place of the pairs they change."""
     out = []
     for c, ex in enumerate(train_ex):
         ex = list(ex)

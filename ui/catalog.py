@@ -160,6 +160,16 @@ PAGES = (
             "reveal the model's own answer beside them."
         ),
     ),
+    PageSpec(
+        path="exercises",
+        title="Exercises",
+        old_view="exercises",
+        teaches=(
+            "Your turn: do one step of the forward pass yourself with the model's real numbers for your sentence (scale "
+            "the scores, mask, softmax, the weighted sum, the next token's probability, a positional encoding, a tensor's "
+            "shape), check the answer, and see which usual slip it was. Progress stays in this browser session."
+        ),
+    ),
 )
 PAGE_BY_PATH = {p.path: p for p in PAGES}
 DEFAULT_PAGE = "translate"
@@ -193,8 +203,8 @@ class Pair:
     """A preset of the Compare page: two inputs that differ in one thing, and what the pair asks."""
 
     label: str  # in the picker
-    a: str
-    b: str
+    sentence_a: str
+    sentence_b: str
     asks: str  # one line under the picker
 
 

@@ -25,9 +25,9 @@ from viz import tokens as vt
 def output_rows(ctx: state.Ctx, interventions: Interventions) -> list[str]:
     """Labels ``"i: piece"`` of the output tokens that can be explained: every piece written, and <eos> if it was
     (a translation cut by the token budget ends in a piece that was never kept)."""
-    a = ctx.under(interventions)
-    rows = vt.col_labels(a.tgt_out_tokens)
-    return rows if a.finished else rows[:-1] or rows
+    analysis = ctx.under(interventions)
+    rows = vt.col_labels(analysis.tgt_out_tokens)
+    return rows if analysis.finished else rows[:-1] or rows
 
 
 def pick_token(rows: list[str], *, key: str, param: str | None = None) -> int:

@@ -130,3 +130,19 @@ ROOM_ASK_HIDE = "room_ask_hide"  # the source token a "Does it change?" question
 ROOM_ASK = "room_ask"
 ROOM_REVEAL = "room_reveal"
 ROOM_LAST_PAGE = "_room_last_page"  # the last page that is not /room: where a class starts
+
+
+# -- Exercises (ui/exercises.py): session state only, never in the URL
+EXERCISE_PROGRESS = "_exercise_progress"  # kind -> {"tries", "solved", "mistakes"} of this session
+EXERCISE_SEED = "_exercise_seed"  # "New numbers" adds one: another head, query, step or tensor
+EXERCISE_PICK = "exercise_pick"  # /exercises: the exercise kind shown
+EXERCISE_NEW = "exercise_new"  # /exercises: the "New numbers" button
+HEAD_TURN = "head_turn"  # /head: "Your turn" on
+HEAD_TURN_STEP = "head_turn_step"  # /head: the step of eq. 1 the student does
+PE_TURN = "pe_turn"  # /positional: "Your turn" on
+SHAPES_TURN = "shapes_turn"  # /shapes: "Your turn" on
+
+
+def exercise(place: str, kind: str) -> str:
+    """The answer widget of the exercise of ``kind`` shown at ``place`` (its other widgets add a suffix)."""
+    return f"ex_{place}_{kind}"

@@ -137,7 +137,7 @@ def start(view: dict) -> Membership | None:
         st.session_state[keys.ROOM_NOTE] = "You started several classes just now: wait a minute before starting another."
         return None
     code, secret = store().create(view)
-    m = Membership(code, secret=secret, published=dict(view), page=view.get("page", "attention"))
+    m = Membership(code, secret=secret, published=dict(view), page=view.get("page", "attention"), applied=1)
     st.session_state[keys.ROOM_SESSION] = m
     return m
 
@@ -199,7 +199,7 @@ def arrive(pages: dict, current) -> None:
         params[keys.SEAT] = m.seat
     if current.url_path and current.url_path != "room":
         m.page = current.url_path
-    if m.teacher or not m.following:
+    if (m.teacher and m.applied) or not m.following:  # a teacher takes the room's view once, on a teacher link
         return
     try:
         room = store().room(m.code)
@@ -349,12 +349,20 @@ def figure(q: Question, answers) -> go.Figure:
     if q.revealed and truth:
         name = "model probability" if q.kind == "next" else "head's weight"
         fig.add_bar(x=list(q.options), y=truth, name=name, text=[f"{p:.2f}" for p in truth])
-    fig.update_layout(barmode="group", height=320, margin=dict(l=10, r=10, t=30, b=10), yaxis=dict(range=[0, 1], title="share"))
+    fig.update_layout(
+        barmode="group",
+        showlegend=True,
+        legend=dict(orientation="h", y=1.15),
+        height=320,
+        margin=dict(l=10, r=10, t=30, b=10),
+        yaxis=dict(range=[0, 1], title="share"),
+    )
     return fig
 
 
 def results(m: Membership, q: Question) -> None:
     answers = store().answers(m.code, q.id)
+    st.caption(f"{len(answers)} answers" + (" so far" if not q.revealed else ""))
     st.plotly_chart(figure(q, answers), key=f"room_hist_{q.id}", config={"displaylogo": False})
     if q.revealed and q.kind == "mask":
         st.markdown(f"The model's answer: **{md_escape(q.truth.get('answer', '?'))}**")

@@ -174,26 +174,26 @@ def task_of(path: str) -> str:
 def run_analysis(path: str, text: str, settings: DecodeSettings, interventions: Interventions) -> Analysis:
     """``analysis.analyze.analyze`` of one input under ``settings`` and ``interventions``; in the model worker, batched with the
     analyses other sessions ask for meanwhile (``analyze_many``: a class arriving at once)."""
-    m = load_model(path)
-    return MODEL_WORKER.call_many(m, analyze_many, analyze, text, settings, interventions)
+    loaded = load_model(path)
+    return MODEL_WORKER.call_many(loaded, analyze_many, analyze, text, settings, interventions)
 
 
 @st.cache_data(show_spinner="Decoding step by step…", max_entries=64, hash_funcs=HASH_FUNCS)
 def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int, ...]) -> list:
     """``analysis.analyze.step_trace`` of one input with a forced output prefix (compact ids); with none, the analysis's
     own steps (``Analysis.steps``, the same records: greedy and sampling decode once)."""
-    a = run_analysis(path, text, settings, NO_INTERVENTIONS)
-    if not forced and a.steps is not None:
-        return a.steps
-    return MODEL_WORKER.call(load_model(path), step_trace, a.source.ids, settings=settings, forced=forced, k=TOP_K)
+    analysis = run_analysis(path, text, settings, NO_INTERVENTIONS)
+    if not forced and analysis.steps is not None:
+        return analysis.steps
+    return MODEL_WORKER.call(load_model(path), step_trace, analysis.source.ids, settings=settings, forced=forced, k=TOP_K)
 
 
 @st.cache_data(show_spinner="Teacher-forcing the reference…", max_entries=32, hash_funcs=HASH_FUNCS)
 def run_reference(path: str, text: str, settings: DecodeSettings, reference: str):
     """Maps of the reference translation fed to the decoder (teacher forcing): (maps, decoder input, predicted)."""
-    m = load_model(path)
+    loaded = load_model(path)
     source = run_analysis(path, text, settings, NO_INTERVENTIONS).source
-    return MODEL_WORKER.call(m, reference_maps, source, reference)
+    return MODEL_WORKER.call(loaded, reference_maps, source, reference)
 
 
 @st.cache_data(show_spinner=False, max_entries=32, hash_funcs=HASH_FUNCS)
@@ -203,19 +203,19 @@ def run_forced_original(
     """Maps of ``text`` under ``interventions`` with the decoder fed the unchanged model's output for ``output_of`` (None:
     ``text`` itself), teacher-forced: the decoder rows line up with that output's own maps. Row t is step t's
     own pass (``decode_time_maps``), so without the causal mask it still sees no token after t."""
-    m = load_model(path)
+    loaded = load_model(path)
     source = run_analysis(path, text, settings, NO_INTERVENTIONS).source
     out = run_analysis(path, text if output_of is None else output_of, settings, NO_INTERVENTIONS).out_ids
-    cfg = m.model.cfg
+    cfg = loaded.model.cfg
     _, tgt_out = shift_right(out, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
-    return MODEL_WORKER.call(m, decode_time_maps, source.ids, tgt_out, interventions, tokenizer=False)
+    return MODEL_WORKER.call(loaded, decode_time_maps, source.ids, tgt_out, interventions, tokenizer=False)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def run_word_order(path: str, a: str, b: str) -> WordOrder:
+def run_word_order(path: str, sentence_a: str, sentence_b: str) -> WordOrder:
     """``analysis.analyze.word_order_demo``: encoder states of two orderings, with and without positional encoding."""
-    m = load_model(path)
-    return MODEL_WORKER.call(m, word_order_demo, a, b)
+    loaded = load_model(path)
+    return MODEL_WORKER.call(loaded, word_order_demo, sentence_a, sentence_b)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -227,18 +227,18 @@ def positional_matrix(path: str, n: int) -> np.ndarray:
 @st.cache_data(show_spinner=False, max_entries=32, hash_funcs=HASH_FUNCS)
 def run_head_stats(path: str, text: str, settings: DecodeSettings) -> tuple[pd.DataFrame, np.ndarray]:
     """Per-head statistics table and the encoder's attention rollout ``(L, S, S)`` of one input."""
-    m = run_analysis(path, text, settings, NO_INTERVENTIONS).maps
-    return head_stats(m.enc_self, m.dec_self, m.cross), rollout(m.enc_self)
+    maps = run_analysis(path, text, settings, NO_INTERVENTIONS).maps
+    return head_stats(maps.enc_self, maps.dec_self, maps.cross), rollout(maps.enc_self)
 
 
 @st.cache_data(show_spinner="Weighing the value vectors…", max_entries=32, hash_funcs=HASH_FUNCS)
 def run_norm_maps(path: str, text: str, settings: DecodeSettings) -> Maps:
     """Norm-weighted attention shares of every kind, layer and head of the translation (``norm_weighted_maps``)."""
-    m = load_model(path)
-    a = run_analysis(path, text, settings, NO_INTERVENTIONS)
-    cfg = m.model.cfg
-    _, tgt_out = shift_right(a.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
-    return MODEL_WORKER.call(m, norm_weighted_maps, a.source.ids, tgt_out, tokenizer=False)
+    loaded = load_model(path)
+    analysis = run_analysis(path, text, settings, NO_INTERVENTIONS)
+    cfg = loaded.model.cfg
+    _, tgt_out = shift_right(analysis.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
+    return MODEL_WORKER.call(loaded, norm_weighted_maps, analysis.source.ids, tgt_out, tokenizer=False)
 
 
 @st.cache_data(show_spinner="Explaining the token…", max_entries=64, hash_funcs=HASH_FUNCS)
@@ -250,10 +250,10 @@ def run_explanation(
     (``explain_many``: a class on the page at once). A batch sums in another order than one explanation alone: its
     gradients differ by float32 rounding (at most 2.2e-5 of their largest value over 40 class sentences, the same
     words and ρ on every agreement line of 121; bench/README.md, 8h)."""
-    m = load_model(path)
-    a = run_analysis(path, text, settings, interventions)
-    item = (tuple(a.source.ids), tuple(a.out_ids), position, contrast)
-    return MODEL_WORKER.call_many(m, explain_many, explain_item, item, interventions)
+    loaded = load_model(path)
+    analysis = run_analysis(path, text, settings, interventions)
+    item = (tuple(analysis.source.ids), tuple(analysis.out_ids), position, contrast)
+    return MODEL_WORKER.call_many(loaded, explain_many, explain_item, item, interventions)
 
 
 @st.cache_data(show_spinner=False, max_entries=512, hash_funcs=HASH_FUNCS)
@@ -267,26 +267,35 @@ def run_ig_part(
     segment: int,
 ) -> IGPart:
     """Segment ``segment`` of the Integrated Gradients of ``run_explanation``'s token (``analysis.attribution.ig_part``)."""
-    m = load_model(path)
-    a = run_analysis(path, text, settings, interventions)
+    loaded = load_model(path)
+    analysis = run_analysis(path, text, settings, interventions)
     return MODEL_WORKER.call(
-        m, ig_part, a.source.ids, a.out_ids, position, interventions, contrast=contrast, segment=segment, tokenizer=False
+        loaded,
+        ig_part,
+        analysis.source.ids,
+        analysis.out_ids,
+        position,
+        interventions,
+        contrast=contrast,
+        segment=segment,
+        tokenizer=False,
     )
 
 
 @st.cache_data(show_spinner="Reading every layer…", max_entries=32, hash_funcs=HASH_FUNCS)
 def run_layer_lens(path: str, text: str, settings: DecodeSettings, interventions: Interventions) -> LayerLens:
-    """``analysis.attribution.layer_lens`` of the translation under ``interventions``: logit lens and DecoderLens."""
-    m = load_model(path)
-    a = run_analysis(path, text, settings, interventions)
-    return MODEL_WORKER.call(m, layer_lens, a.source.ids, a.out_ids, interventions)
+    """``analysis.attribution.layer_lens`` of the translation under ``interventions``: logit lens and DecoderLens, the
+    latter decoded with ``settings`` (method and budget), as the translation was."""
+    loaded = load_model(path)
+    analysis = run_analysis(path, text, settings, interventions)
+    return MODEL_WORKER.call(loaded, layer_lens, analysis.source.ids, analysis.out_ids, interventions, settings)
 
 
 @st.cache_data(show_spinner="Encoding both sentences…", max_entries=16)
-def run_encoder_distance(path: str, a: str, b: str) -> EncoderDistance:
-    """``analysis.analyze.encoder_distance`` of sentences ``a`` and ``b``."""
-    m = load_model(path)
-    return MODEL_WORKER.call(m, encoder_distance, a, b)
+def run_encoder_distance(path: str, sentence_a: str, sentence_b: str) -> EncoderDistance:
+    """``analysis.analyze.encoder_distance`` of ``sentence_a`` and ``sentence_b``."""
+    loaded = load_model(path)
+    return MODEL_WORKER.call(loaded, encoder_distance, sentence_a, sentence_b)
 
 
 @st.cache_data(show_spinner="Tracing one head…", max_entries=64, hash_funcs=HASH_FUNCS)
@@ -296,8 +305,8 @@ def run_head_trace(
     """``analysis.trace.head_trace`` of one input, kind, layer, head and query (0-based) under ``settings`` and ``interventions``; it
     follows ``run_analysis``'s translation (cached: the page has it already), so the worker does not decode again;
     batched with the traces other sessions ask for meanwhile (``head_trace_many``: a class on the page at once)."""
-    a = run_analysis(path, text, settings, interventions)
-    item = (text, tuple(a.out_ids), a.finished, kind, layer, head, query)
+    analysis = run_analysis(path, text, settings, interventions)
+    item = (text, tuple(analysis.out_ids), analysis.finished, kind, layer, head, query)
     return MODEL_WORKER.call_many(load_model(path), head_trace_many, head_trace_item, item, interventions)
 
 
@@ -307,9 +316,9 @@ def mask_interventions() -> Interventions:
     return st.session_state.get(keys.MASK_INTERVENTIONS, NO_INTERVENTIONS)
 
 
-def analysis_json(a: Analysis) -> str:
+def analysis_json(analysis: Analysis) -> str:
     """The whole analysis (tokens, every map, shapes, settings) as JSON text."""
-    return json.dumps(a.to_json_dict(), ensure_ascii=False)
+    return json.dumps(analysis.to_json_dict(), ensure_ascii=False)
 
 
 # -- what a page works on --------------------------------------------------------------------------------------------
@@ -342,7 +351,7 @@ class Ctx:
     path: str
     text: str
     settings: DecodeSettings
-    a: Analysis
+    analysis: Analysis
     loaded: Loaded
     task: str  # the checkpoint's task, "translate" or "reverse" (``Frame.task``)
 
@@ -351,53 +360,61 @@ class Ctx:
         return self.loaded.model.cfg
 
     def under(self, interventions: Interventions) -> Analysis:
-        """The analysis of this input under ``interventions``: ``a`` itself when ``interventions`` leaves the model unchanged, else
+        """The analysis of this input under ``interventions``: ``analysis`` itself when ``interventions`` leaves the model unchanged, else
         ``run_analysis`` (cached)."""
-        return self.a if interventions == NO_INTERVENTIONS else run_analysis(self.path, self.text, self.settings, interventions)
+        return (
+            self.analysis
+            if interventions == NO_INTERVENTIONS
+            else run_analysis(self.path, self.text, self.settings, interventions)
+        )
 
     def steps(self, forced: tuple[int, ...] = ()) -> list:
-        """The decoding steps with ``forced`` output ids (``run_steps``); with none, ``a``'s own steps where it has them
+        """The decoding steps with ``forced`` output ids (``run_steps``); with none, ``analysis``'s own steps where it has them
         (greedy and sampling), taken as they are: through ``run_steps`` they were pickled into its cache and unpickled
         again on every rerun (the Step page's Play reruns once a second)."""
-        if not forced and self.a.steps is not None:
-            return self.a.steps
+        if not forced and self.analysis.steps is not None:
+            return self.analysis.steps
         return run_steps(self.path, self.text, self.settings, forced)
 
 
-def analyse_ahead(f: Frame) -> Frame:
+def analyse_ahead(frame: Frame) -> Frame:
     """The frame with its analysis (``run_analysis``, cached), computed before the page waits for its turn to draw
     (app.py's ``PAGE_RUNS``): the sessions of a class waiting for the model meanwhile reach the worker together and go
     as one batch (``analyze_many``), instead of one after another behind the page gate. A refused input is left to
     ``page_context``, which explains it (the frame is returned without an analysis)."""
-    if f.text.strip():
+    if frame.text.strip():
         try:
-            return replace(f, analysis=run_analysis(f.path, f.text, f.settings, NO_INTERVENTIONS))
+            return replace(frame, analysis=run_analysis(frame.path, frame.text, frame.settings, NO_INTERVENTIONS))
         except InputError:
             pass
-    return f
+    return frame
 
 
-def page_context(f: Frame) -> Ctx | None:
+def page_context(frame: Frame) -> Ctx | None:
     """The frame's input analysed, or None after telling the user why not (no text, or text the model refuses).
 
     Text longer than the model reads is cut, with a warning that shows the part the model sees.
     """
-    if not f.text.strip():
+    if not frame.text.strip():
         st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
         return None
     try:
-        a = f.analysis if f.analysis is not None else run_analysis(f.path, f.text, f.settings, NO_INTERVENTIONS)
+        analysis = (
+            frame.analysis
+            if frame.analysis is not None
+            else run_analysis(frame.path, frame.text, frame.settings, NO_INTERVENTIONS)
+        )
     except InputError as e:
         st.error(str(e))
         return None
-    loaded = load_model(f.path)
-    if a.source.truncated:
+    loaded = load_model(frame.path)
+    if analysis.source.truncated:
         st.warning(
-            f"Your text has {a.source.n_tokens_original} tokens; the model reads at most {loaded.model.cfg.max_len - 1} "
+            f"Your text has {analysis.source.n_tokens_original} tokens; the model reads at most {loaded.model.cfg.max_len - 1} "
             "(plus <eos>), so the rest was cut off. The model sees only this part:"
         )
-        st.text(a.source.text)
-    return Ctx(f.path, f.text, f.settings, a, loaded, f.task)
+        st.text(analysis.source.text)
+    return Ctx(frame.path, frame.text, frame.settings, analysis, loaded, frame.task)
 
 
 # -- callbacks ------------------------------------------------------------------------------------------------------

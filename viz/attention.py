@@ -147,12 +147,12 @@ def _cell_ticks(lab: _Labels, cell: float) -> tuple[dict, dict]:
 def _check_map(kind: str, x, name: str, ndim: int) -> np.ndarray:
     """The view's weights as float32, checked: ``ndim``-D, not empty, square for self-attention."""
     check_kind(kind)
-    a = as_array(x, name, ndim)
-    if 0 in a.shape:
+    checked = as_array(x, name, ndim)
+    if 0 in checked.shape:
         axes = "(layers, heads, queries, keys)" if ndim == 4 else "(queries, keys)"
-        raise ValueError(f"{name} is empty (shape {a.shape}); expected {axes}")
-    check_square(kind, *a.shape[-2:])
-    return a
+        raise ValueError(f"{name} is empty (shape {checked.shape}); expected {axes}")
+    check_square(kind, *checked.shape[-2:])
+    return checked
 
 
 # -- the mosaic -----------------------------------------------------------------------------------
@@ -182,8 +182,8 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
             ablated head out of range.
     """
     kind = view.kind
-    a = _check_map(kind, view.attn, "attn", 4)  # (L, H, Q, K)
-    L, H, Q, K = a.shape
+    attn = _check_map(kind, view.attn, "attn", 4)  # (L, H, Q, K)
+    L, H, Q, K = attn.shape
     lab = _labels(kind, view.q_tokens, view.k_tokens, view.predicted, Q, K)
     head_names = view.head_names
     if head_names is not None and len(head_names) != H:
@@ -200,7 +200,7 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
     cell = float(np.clip(900 / n_cols, 5, 30))
     ticks = cell >= 8
 
-    z = tile(a, gap)  # (n_rows, n_cols), NaN gutters
+    z = tile(attn, gap)  # (n_rows, n_cols), NaN gutters
     why = np.zeros(z.shape, dtype=np.int8)  # reason code per mosaic cell (VISIBLE: drawn)
     cd_type = np.uint8 if max(L, H) < 256 else np.uint16
     cd = np.zeros((*z.shape, 2), dtype=cd_type)  # (n_rows, n_cols, [layer, head]) 1-based, for hover
@@ -393,7 +393,7 @@ def attention_heatmap(view: MapView, *, title: str | None = None) -> go.Figure:
     name = KIND_NAMES[kind] + (f", {who}" if who else "")
     shown = plain(title) if title else ""
     alt = alt_text(
-        shown if name.lower() in shown.lower() else ". ".join(filter(None, [name, shown])),
+        shown if shown.lower().startswith(KIND_NAMES[kind].lower()) else ". ".join(filter(None, [name, shown])),
         rows=rows,
         cols=cols,
         shape=(Q, K),
@@ -435,29 +435,29 @@ def difference_heatmap(
             sequences), or token counts do not match.
     """
     kind = before.kind
-    b = as_array(before.w, "before", 2)
-    a = as_array(after.w, "after", 2)
-    if a.shape != b.shape or after.kind != kind:
+    before_w = as_array(before.w, "before", 2)
+    after_w = as_array(after.w, "after", 2)
+    if after_w.shape != before_w.shape or after.kind != kind:
         raise ValueError(
-            f"before is {kind} {b.shape} but after is {after.kind} {a.shape}: a difference needs the same kind, queries "
+            f"before is {kind} {before_w.shape} but after is {after.kind} {after_w.shape}: a difference needs the same kind, queries "
             "and keys; show the two maps side by side instead when the translations differ"
         )
     check_kind(kind)
-    Q, K = a.shape
+    Q, K = after_w.shape
     lab = _labels(kind, before.q_tokens, before.k_tokens, before.predicted, Q, K)
     n0, n1 = (esc(n) for n in names)
     change = f"{n1} − {n0}"
     more = "after the change" if names == ("before", "after") else f"in {n1}"
-    d = (a - b).astype(np.float32)  # (Q, K)
-    r = max(float(np.abs(d).max()) if d.size else 0.0, 1e-6)
+    diff = (after_w - before_w).astype(np.float32)  # (Q, K)
+    limit = max(float(np.abs(diff).max()) if diff.size else 0.0, 1e-6)
     cell = float(np.clip(640 / max(Q, K, 1), 12, 44))
     heat = dict(
         type="heatmap",
-        z=d,
+        z=diff,
         x=lab.k_hover,
         y=lab.q_hover,
-        customdata=np.stack([b, a], axis=-1),  # (Q, K, 2): before, after
-        **diverging_colors(change, r),
+        customdata=np.stack([before_w, after_w], axis=-1),  # (Q, K, 2): before, after
+        **diverging_colors(change, limit),
         hovertemplate=f"query: %{{y}}<br>key: %{{x}}<br>{n0} %{{customdata[0]:.3f}} → {n1} %{{customdata[1]:.3f}}"
         "<br><b>change %{z:+.3f}</b><extra></extra>",
         name="difference",
@@ -470,15 +470,17 @@ def difference_heatmap(
         rows=rows,
         cols=cols,
         shape=(Q, K),
-        notes=[f"colour: the change from −{r:.2g} (blue, less attention {more}) through 0 (white) to +{r:.2g} (red, more)"],
+        notes=[
+            f"colour: the change from −{limit:.2g} (blue, less attention {more}) through 0 (white) to +{limit:.2g} (red, more)"
+        ],
     )
     layout = base_layout(
         title
         if title is not None
         else f"Change in attention ({change})<br><sup>red: the query attends more to this key {more}; blue: less</sup>",
         height=int(Q * cell + 210),
-        meta={"Q": Q, "K": K, "range": r, "alt": alt},
-        margin=heatmap_margins(x_ticks, y_ticks, top=80, colorbar=change, cb_ticks=[f"−{r:.2g}"]),
+        meta={"Q": Q, "K": K, "range": limit, "alt": alt},
+        margin=heatmap_margins(x_ticks, y_ticks, top=80, colorbar=change, cb_ticks=[f"−{limit:.2g}"]),
         xaxis=xaxis,
         yaxis=yaxis,
     )
@@ -531,13 +533,13 @@ def map_table(w, q_tokens, k_tokens, *, predicted=None, reasons=None) -> pd.Data
     Raises:
         ValueError: for a non-2-D or non-finite ``w``, or tokens / reasons that do not match it.
     """
-    a = as_array(w, "w", 2)
-    Q, K = a.shape
+    weights = as_array(w, "w", 2)
+    Q, K = weights.shape
     q = display(check_tokens(q_tokens, "q_tokens", Q, "w's rows"))
     k = display(check_tokens(k_tokens, "k_tokens", K, "w's columns"))
     if predicted is not None:
         q = [f"{x} \u2192 {y}" for x, y in zip(q, display(check_tokens(predicted, "predicted", Q, "w's rows")), strict=True)]
-    cells = np.char.mod("%.3f", a).astype(object)
+    cells = np.char.mod("%.3f", weights).astype(object)
     if reasons is not None:
         r = check_reasons(reasons, Q, K)
         for code, mark in MASK_MARKS.items():

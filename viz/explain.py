@@ -7,8 +7,9 @@
                        product ‖α f(x_j)‖ (Kobayashi et al. 2020): a large weight on a short vector adds little
     agreement_figure   Spearman's ρ of every pair of methods, as a matrix
     agreement_table    the same pairs with ρ and one sentence in plain words (a DataFrame)
-    logit_lens_figure  which piece each decoder layer would write at each output position, and how sure it is
-    decoder_lens_table the greedy translation when the decoder reads each encoder layer (DecoderLens), a DataFrame
+    logit_lens_figure  which piece each decoder layer would write at each step of decoding, and how sure it is
+    decoder_lens_table the translation when the decoder reads each encoder layer (DecoderLens), a DataFrame
+    logit_lens_note, decoder_lens_note   what the two lenses are under the sidebar's decoding and the causal mask
 
 No NaN reaches a figure: a score the record does not define (ρ of a constant vector, every source token hidden)
 is drawn as 0 with "n/a" and says why in hover. Hidden source tokens are marked with a grey square and "hidden" in
@@ -22,6 +23,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis.records import ATTENTION, GRAD_INPUT, IG, METHODS, NORM, ROLLOUT, Explanation, LayerLens
+from model.settings import DecodeSettings
 from viz._common import (
     ATTENTION_COLORSCALE,
     COLORBAR,
@@ -331,7 +333,7 @@ def logit_lens_figure(lens: LayerLens, *, title: str | None = None) -> go.Figure
         title
         if title is not None
         else "Logit lens: what each decoder layer would write<br><sup>each layer's output through the final "
-        "LayerNorm and the output matrix; the last row is the model's own choice</sup>",
+        "LayerNorm and the output matrix, at each step of decoding; the last row is the distribution decoding used</sup>",
         height=int(R * 52 + 80 + 170),
         meta={"rows": list(lens.dec_names), "T": T},
         margin=heatmap_margins(x_ticks, y_ticks, top=80, colorbar="p(top piece)"),
@@ -342,18 +344,72 @@ def logit_lens_figure(lens: LayerLens, *, title: str | None = None) -> go.Figure
 
 
 def decoder_lens_table(lens: LayerLens) -> pd.DataFrame:
-    """DecoderLens as a table: one row per encoder layer the decoder read, its greedy translation, how many pieces,
-    whether it ended with <eos>, and whether it is the final translation (the last row's)."""
+    """DecoderLens as a table: one row per encoder layer the decoder read, its translation (decoded as the shown
+    translation was: ``decoder_lens_note`` says how), how many pieces, whether it ended with <eos>, and whether it is
+    the final translation (the last row's)."""
     final = lens.lens_texts[-1] if lens.lens_texts else ""
     return pd.DataFrame(
         {
             "decoder reads": [f"encoder {n}" for n in lens.enc_names],
-            "greedy translation": lens.lens_texts,
+            "translation": lens.lens_texts,
             "pieces": [len(t) for t in lens.lens_tokens],
             "ended with <eos>": lens.lens_finished,
             "= final": [t == final for t in lens.lens_texts],
         }
     )
+
+
+def decoding_text(settings: DecodeSettings) -> str:
+    """The decoding method of ``settings`` in words: "greedy decoding", "beam search (beam 5, α = 1.5)", "sampling
+    (temperature 1.5, top-k 5, seed 3)"."""
+    if settings.method == "beam":
+        stop = ", stops once the beam is full" if settings.early_stop else ""
+        return f"beam search (beam {settings.beam_size}, α = {settings.alpha:g}{stop})"
+    if settings.method == "sample":
+        parts = [f"temperature {settings.temperature:g}"]
+        parts += [f"top-k {settings.top_k}"] if settings.top_k else []
+        parts += [f"top-p {settings.top_p:g}"] if settings.top_p < 1 else []
+        return f"sampling ({', '.join(parts)}, seed {settings.seed})"
+    return "greedy decoding"
+
+
+def logit_lens_note(settings: DecodeSettings, causal: bool) -> str:
+    """What the logit lens shows under the sidebar's ``settings`` and the Mask lab's causal mask (``causal``): which
+    passes its columns come from, and what its last row is to the piece written. Markdown, for a caption."""
+    passes = (
+        "Column t is step t of decoding: the decoder fed `<bos>` and the pieces written before t. One teacher-forced "
+        "pass gives every column at once, since the causal mask hides each position's later pieces."
+        if causal
+        else "Column t is step t of decoding: the decoder fed `<bos>` and the pieces written before t. The causal mask "
+        "is off (Mask lab), so one pass would let each position read the pieces after it, the one it predicts "
+        "included: each step is replayed as decoding ran it, over the pieces written before it only."
+    )
+    if settings.method == "beam":
+        last = (
+            f"The last row is the model's distribution at each step of the hypothesis {decoding_text(settings)} kept; "
+            "beam search ranks whole hypotheses, so the piece written need not be a step's top piece (hover gives its "
+            "probability)."
+        )
+    elif settings.method == "sample":
+        last = (
+            f"The last row is the model's distribution at each step, before {decoding_text(settings)} filtered and "
+            "drew from it, so the piece written need not be the top piece (hover gives its probability)."
+        )
+    else:
+        last = "The last row is the distribution greedy decoding used at each step: its top piece is the piece written."
+    return f"{passes} {last}"
+
+
+def decoder_lens_note(settings: DecodeSettings) -> str:
+    """What DecoderLens runs: each encoder layer's output decoded as the shown translation was (``settings``: method
+    and budget, ``analysis.attribution.lens_budget``). Markdown, for a caption."""
+    same = " with the same seed, so every row draws from the same random numbers" if settings.method == "sample" else ""
+    budget = (
+        f"at most {settings.max_new} pieces"
+        if settings.max_new
+        else "at most 2 × the source's length + 10 pieces (the default budget)"
+    )
+    return f"Each row is decoded as the translation above was: {decoding_text(settings)}{same}, {budget}; the last row is that translation."
 
 
 __all__ = [
@@ -362,9 +418,12 @@ __all__ = [
     "UNITS",
     "agreement_figure",
     "agreement_table",
+    "decoder_lens_note",
     "decoder_lens_table",
+    "decoding_text",
     "heads_figure",
     "logit_lens_figure",
+    "logit_lens_note",
     "methods_figure",
     "objective_text",
     "scores_table",

@@ -35,12 +35,14 @@ def attention_panel(ctx: state.Ctx) -> None:
         "vector gets a small share.",
     )
     for kd in KIND_NAMES if all_kinds else (kind,):
-        fig = va.attention_mosaic(ctx.a.view(kd), title=f"{KIND_NAMES[kd]}: every layer (rows) × head (columns)")
+        fig = va.attention_mosaic(ctx.analysis.view(kd), title=f"{KIND_NAMES[kd]}: every layer (rows) × head (columns)")
         show(fig, f"mosaic_{kd}")
         if norm:
-            a = ctx.a
+            analysis = ctx.analysis
             maps = state.run_norm_maps(ctx.path, ctx.text, ctx.settings)
-            view = attention_view(maps, kd, src=a.source.tokens, tgt_in=a.tgt_in_tokens, tgt_out=a.tgt_out_tokens)
+            view = attention_view(
+                maps, kd, src=analysis.source.tokens, tgt_in=analysis.tgt_in_tokens, tgt_out=analysis.tgt_out_tokens
+            )
             title = f"{KIND_NAMES[kd]}, norm-weighted: each key's share of ‖α f(x)‖ in its row (Kobayashi et al. 2020)"
             show(va.attention_mosaic(replace(view, measure="share"), title=title), f"norm_mosaic_{kd}")
     st.subheader("Zoom")
@@ -51,14 +53,14 @@ def attention_panel(ctx: state.Ctx) -> None:
         # off by default: one chart fewer to draw each time the kind changes (the zoom also offers "mean")
         if st.toggle("Mean over heads, per layer", key=keys.LAYER_MEANS, help="What each layer as a whole attends to."):
             st.caption("Each layer's mean over its heads: what the layer as a whole attends to.")
-            fig = va.attention_mosaic(ctx.a.view(kind).layer_means(), title="Mean over heads, per layer")
+            fig = va.attention_mosaic(ctx.analysis.view(kind).layer_means(), title="Mean over heads, per layer")
             show(fig, "layer_average")
 
 
 @st.fragment
 def attention_zoom(ctx: state.Ctx, kind: str) -> None:
     """Zoom on one head (or the mean over heads) of ``kind``: only this reruns when layer or head moves."""
-    view = ctx.a.view(kind)
+    view = ctx.analysis.view(kind)
     q, k, pred = view.q_tokens, view.k_tokens, view.predicted
     layer, head = pick_layer_head(n_layers_of(ctx.cfg, kind), ctx.cfg.n_heads)
     zoom = view.map(layer, head)

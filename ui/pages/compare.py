@@ -43,34 +43,34 @@ def init_from_url(presets: dict[str, catalog.Pair]) -> None:
         return
     for key in (keys.COMPARE_A, keys.COMPARE_B):
         cut_url_text(key)
-    q = st.query_params
-    pair = presets.get(q.get(keys.COMPARE_PAIR, "")) or next(iter(presets.values()))
-    st.session_state[keys.COMPARE_A] = q.get(keys.COMPARE_A, pair.a)
-    st.session_state[keys.COMPARE_B] = q.get(keys.COMPARE_B, pair.b)
+    params = st.query_params
+    pair = presets.get(params.get(keys.COMPARE_PAIR, "")) or next(iter(presets.values()))
+    st.session_state[keys.COMPARE_A] = params.get(keys.COMPARE_A, pair.sentence_a)
+    st.session_state[keys.COMPARE_B] = params.get(keys.COMPARE_B, pair.sentence_b)
 
 
 def use_pair(presets: dict[str, catalog.Pair]) -> None:
     """The preset picker fills A and B, then clears itself (like the frame's example picker)."""
     pair = presets.get(st.session_state.get(keys.COMPARE_PICK) or "")
     if pair is not None:
-        st.session_state[keys.COMPARE_A], st.session_state[keys.COMPARE_B] = pair.a, pair.b
+        st.session_state[keys.COMPARE_A], st.session_state[keys.COMPARE_B] = pair.sentence_a, pair.sentence_b
         st.session_state[keys.COMPARE_PICK] = None
 
 
-def keep_in_url(presets: dict[str, catalog.Pair], a: str, b: str) -> str | None:
+def keep_in_url(presets: dict[str, catalog.Pair], sentence_a: str, sentence_b: str) -> str | None:
     """Write the pair to the URL: its preset key if it is one (returned), else both texts."""
-    name = next((k for k, p in presets.items() if (p.a, p.b) == (a, b)), None)
-    q = st.query_params
+    name = next((k for k, p in presets.items() if (p.sentence_a, p.sentence_b) == (sentence_a, sentence_b)), None)
+    params = st.query_params
     if name is not None:
         for key in (keys.COMPARE_A, keys.COMPARE_B):
-            q.pop(key, None)
-        if q.get(keys.COMPARE_PAIR) != name:
-            q[keys.COMPARE_PAIR] = name
+            params.pop(key, None)
+        if params.get(keys.COMPARE_PAIR) != name:
+            params[keys.COMPARE_PAIR] = name
         return name
-    q.pop(keys.COMPARE_PAIR, None)
-    for key, text in ((keys.COMPARE_A, a), (keys.COMPARE_B, b)):
-        if q.get(key) != text:
-            q[key] = text
+    params.pop(keys.COMPARE_PAIR, None)
+    for key, text in ((keys.COMPARE_A, sentence_a), (keys.COMPARE_B, sentence_b)):
+        if params.get(key) != text:
+            params[key] = text
     return None
 
 
@@ -88,16 +88,16 @@ def pick_sentences(task: str) -> tuple[str, str]:
         placeholder="Pick a minimal pair…",
     )
     c1, c2 = st.columns(2)
-    a = c1.text_input("Sentence A", key=keys.COMPARE_A, max_chars=MAX_CHARS)[:MAX_CHARS]
-    b = c2.text_input("Sentence B", key=keys.COMPARE_B, max_chars=MAX_CHARS)[:MAX_CHARS]
-    for key, text in ((keys.COMPARE_A, a), (keys.COMPARE_B, b)):
+    sentence_a = c1.text_input("Sentence A", key=keys.COMPARE_A, max_chars=MAX_CHARS)[:MAX_CHARS]
+    sentence_b = c2.text_input("Sentence B", key=keys.COMPARE_B, max_chars=MAX_CHARS)[:MAX_CHARS]
+    for key, text in ((keys.COMPARE_A, sentence_a), (keys.COMPARE_B, sentence_b)):
         cut_warning(key, text)
-    name = keep_in_url(presets, a, b)
+    name = keep_in_url(presets, sentence_a, sentence_b)
     st.caption(
         (presets[name].asks + " " if name else "")
         + "The sentence box at the top is not used on this page: the two sentences here are."
     )
-    return a, b
+    return sentence_a, sentence_b
 
 
 # -- what the page shows --------------------------------------------------------------------------------------------
@@ -108,12 +108,12 @@ def translations(ra: Analysis, rb: Analysis) -> None:
     out_a, out_b = diff_marks(ra.tgt_out_tokens, rb.tgt_out_tokens, a_mark="changed")
     src_a, src_b = diff_marks(ra.source.tokens, rb.source.tokens, a_mark="changed")
     c1, c2 = st.columns(2)
-    for col, name, r, src, out in ((c1, "a", ra, src_a, out_a), (c2, "b", rb, src_b, out_b)):
+    for col, name, analysis, src, out in ((c1, "a", ra, src_a, out_a), (c2, "b", rb, src_b, out_b)):
         with col:
             st.markdown(f"**{name.upper()}**: source pieces, translation, output pieces")
-            chips(r.source.tokens, src, css=f"cmp-src-{name}")
-            text_box(r.translation)
-            chips(r.tgt_out_tokens, out, css=f"cmp-out-{name}")
+            chips(analysis.source.tokens, src, css=f"cmp-src-{name}")
+            text_box(analysis.translation)
+            chips(analysis.tgt_out_tokens, out, css=f"cmp-out-{name}")
     na, nb = out_a.count("changed"), out_b.count("changed")
     st.caption(
         "The two translations are the same piece for piece."
@@ -124,7 +124,7 @@ def translations(ra: Analysis, rb: Analysis) -> None:
 
 
 @st.fragment
-def attention(path: str, settings: DecodeSettings, a: str, b: str, ra: Analysis, rb: Analysis) -> None:
+def attention(path: str, settings: DecodeSettings, sentence_a: str, sentence_b: str, ra: Analysis, rb: Analysis) -> None:
     """One kind, layer and head for A and for B, and B − A where the two maps have the same shape: as they are, or,
     when only the translations differ in length, with B's decoder fed A's translation."""
     cfg = state.load_model(path).model.cfg
@@ -139,7 +139,8 @@ def attention(path: str, settings: DecodeSettings, a: str, b: str, ra: Analysis,
         show(va.attention_heatmap(mb, title=f"B: {label}"), "cmp_map_b", csv=MapCsv.of(mb))
     title, note = f"B − A: {label}", ""
     if ma.w.shape != mb.w.shape and kind != "enc_self" and len(ra.source.ids) == len(rb.source.ids):
-        maps = state.run_forced_original(path, b, settings, state.NO_INTERVENTIONS, output_of=a)  # B writing A's output
+        # B writing A's output
+        maps = state.run_forced_original(path, sentence_b, settings, state.NO_INTERVENTIONS, output_of=sentence_a)
         forced = attention_view(maps, kind, src=rb.source.tokens, tgt_in=ra.tgt_in_tokens, tgt_out=ra.tgt_out_tokens)
         mb = forced.map(layer, head)
         title = f"B − A, both writing A's translation: {label}"
@@ -163,17 +164,17 @@ def attention(path: str, settings: DecodeSettings, a: str, b: str, ra: Analysis,
     )
 
 
-def distances(path: str, a: str, b: str) -> None:
+def distances(path: str, sentence_a: str, sentence_b: str) -> None:
     st.subheader("Which tokens' representations moved")
-    d = state.run_encoder_distance(path, a, b)
-    show(vc.distance_figure(d), "cmp_distance")
+    distance = state.run_encoder_distance(path, sentence_a, sentence_b)
+    show(vc.distance_figure(distance), "cmp_distance")
     how = (
         "A and B have the same number of source pieces, so they are paired position by position."
-        if d.by_position
+        if distance.by_position
         else "A and B have different numbers of source pieces, so pieces are paired where difflib matches them."
     )
-    lone = [f"A: {t}" for t in vt.display([d.a_tokens[i] for i in d.unmatched_a])]
-    lone += [f"B: {t}" for t in vt.display([d.b_tokens[j] for j in d.unmatched_b])]
+    lone = [f"A: {t}" for t in vt.display([distance.a_tokens[i] for i in distance.unmatched_a])]
+    lone += [f"B: {t}" for t in vt.display([distance.b_tokens[j] for j in distance.unmatched_b])]
     st.caption(
         f"Each bar is ||enc(B)[j] − enc(A)[i]||, the L2 distance between the encoder outputs (the memory the decoder "
         f"reads) of a pair of tokens. {how}"
@@ -183,11 +184,11 @@ def distances(path: str, a: str, b: str) -> None:
 
 
 def render(path: str, settings: DecodeSettings, task: str) -> None:
-    a, b = pick_sentences(task)
+    sentence_a, sentence_b = pick_sentences(task)
     try:
         ra, rb = (
-            state.run_analysis(path, a, settings, state.NO_INTERVENTIONS),
-            state.run_analysis(path, b, settings, state.NO_INTERVENTIONS),
+            state.run_analysis(path, sentence_a, settings, state.NO_INTERVENTIONS),
+            state.run_analysis(path, sentence_b, settings, state.NO_INTERVENTIONS),
         )
     except InputError:
         st.info("Type a sentence in both boxes (or pick a minimal pair) to compare them.")
@@ -197,8 +198,8 @@ def render(path: str, settings: DecodeSettings, task: str) -> None:
         st.warning(f"A sentence is longer than the model reads: only its first {len(cut.ids) - 1} pieces are compared.")
     translations(ra, rb)
     st.subheader("Attention, side by side")
-    attention(path, settings, a, b, ra, rb)
-    distances(path, a, b)
+    attention(path, settings, sentence_a, sentence_b, ra, rb)
+    distances(path, sentence_a, sentence_b)
 
 
 def page(frame: state.Frame) -> None:

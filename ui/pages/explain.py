@@ -53,9 +53,9 @@ def render(ctx: state.Ctx) -> None:
     st.markdown(INTRO)
     st.markdown("\n".join(f"- **{m}**: {ve.MEANS[m]}." for m in METHODS))
     interventions = state.mask_interventions()
-    interventions_note(interventions, ctx.a.source.tokens)
-    a = ctx.under(interventions)
-    text_box(a.translation)
+    interventions_note(interventions, ctx.analysis.source.tokens)
+    analysis = ctx.under(interventions)
+    text_box(analysis.translation)
     c1, c2 = st.columns([3, 2])
     with c1:
         position = explaining.pick_token(explaining.output_rows(ctx, interventions), key=keys.TOKEN, param=keys.TOKEN)
@@ -93,15 +93,18 @@ def render(ctx: state.Ctx) -> None:
     st.markdown(
         "The **logit lens** puts each decoder layer's output through the final LayerNorm and the output matrix: which "
         "piece would that layer write? **DecoderLens** (Langedijk et al. 2023) lets the decoder read an earlier encoder "
-        "layer's output instead of the last one and translates greedily: at which encoder layer does the translation appear?"
+        "layer's output instead of the last one and translates as the sidebar says: at which encoder layer does the "
+        "translation appear?"
     )
-    # off by default: one greedy translation per encoder layer (its cost: bench/README.md, benchmark 9)
-    if not st.toggle("Show the layer lens", key=keys.LENS_ON, help="One greedy translation per encoder layer: a moment."):
+    # off by default: one translation per encoder layer (its cost: bench/README.md, benchmark 9)
+    if not st.toggle("Show the layer lens", key=keys.LENS_ON, help="One translation per encoder layer: a moment."):
         return
     lens = state.run_layer_lens(ctx.path, ctx.text, ctx.settings, interventions)
     show(ve.logit_lens_figure(lens), "explain_logit_lens")
+    st.caption(ve.logit_lens_note(ctx.settings, interventions.causal))
     table = ve.decoder_lens_table(lens)
     st.dataframe(table, hide_index=True, height=table_height(table))
+    st.caption(ve.decoder_lens_note(ctx.settings))
     if any(not t for t in lens.lens_texts):
         st.caption("An empty row: reading that layer, the decoder wrote <eos> at once.")
 

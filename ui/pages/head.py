@@ -16,7 +16,7 @@ import streamlit as st
 
 from model.facts import KIND_NAMES
 from model.settings import Interventions
-from ui import keys, state
+from ui import exercises, keys, state
 from ui.widgets import clamped_slider, md_escape, n_layers_of, show, table_height, url_radio
 from viz import head as vh
 from viz import tokens as vt
@@ -31,13 +31,13 @@ KIND_WHERE = {
 
 def what_if(ctx: state.Ctx, kind: str, layer: int, head: int) -> Interventions:
     """The page's interventions: hidden source tokens, a local window, the temperature, this head off."""
-    src = vt.display(ctx.a.source.tokens)
+    src = vt.display(ctx.analysis.source.tokens)
     with st.expander("What if… (interventions: the numbers below follow them)"):
         c1, c2 = st.columns(2)
         hide = c1.multiselect(
             "Hide source tokens", list(range(len(src))), format_func=lambda i: f"{i}: {src[i]}", key=keys.TRACE_HIDE
         )
-        widest = max(len(src), len(ctx.a.tgt_in_tokens))  # a window this wide hides nothing
+        widest = max(len(src), len(ctx.analysis.tgt_in_tokens))  # a window this wide hides nothing
         window = c1.slider("Local window of self-attention (0 = off)", 0, widest, 0, key=keys.TRACE_WINDOW)
         tau = c2.slider("Attention temperature τ", 0.25, 4.0, 1.0, 0.05, key=keys.TRACE_TEMP, help="softmax(QKᵀ / (√d_head · τ))")
         off = c2.toggle("Switch this head off", key=keys.TRACE_OFF, help="Its output is replaced by zeros before W^O.")
@@ -71,8 +71,12 @@ def pick(ctx: state.Ctx) -> tuple[str, int, int, Interventions, int]:
         # ?head=N as on every page; the session key differs from the Attention page's head, which can be "mean"
         head = clamped_slider("Head", cfg.n_heads, key=keys.TRACE_HEAD, param=keys.HEAD) - 1
     interventions = what_if(ctx, kind, layer, head)
-    a = ctx.under(interventions)  # the translation the trace follows
-    rows = vt.row_labels(a.source.tokens) if kind == "enc_self" else vt.row_labels(a.tgt_in_tokens, a.tgt_out_tokens)
+    analysis = ctx.under(interventions)  # the translation the trace follows
+    rows = (
+        vt.row_labels(analysis.source.tokens)
+        if kind == "enc_self"
+        else vt.row_labels(analysis.tgt_in_tokens, analysis.tgt_out_tokens)
+    )
     return (
         kind,
         layer,
@@ -128,6 +132,7 @@ def render(ctx: state.Ctx) -> None:
         show(vh.kv_figure(t, "k"), "head_keys")
     with c2:
         show(vh.kv_figure(t, "v"), "head_values")
+    turn = exercises.head_turn(ctx, t, interventions)  # "Your turn": the stage's numbers wait for the answer
 
     st.subheader("3 · Scores, scaled, masked")
     scale = f"√{Dh} = {math.sqrt(Dh):.3g}" + (f", times τ = {t.temperature:g}" if t.temperature != 1 else "")
@@ -135,7 +140,11 @@ def render(ctx: state.Ctx) -> None:
         f"One row of QKᵀ: the dot product q·k_j with every key, divided by √d_k ({scale}) so the softmax does not "
         "saturate as d_k grows (eq. 1). Keys the query may not read get −∞, so the softmax gives them weight 0."
     )
+    if turn and turn.at("scale", "mask"):
+        return
     show(vh.scores_figure(t), "head_scores")
+    if turn and turn.at("softmax"):
+        return
     df = vh.scores_table(t)
     st.dataframe(df, hide_index=True, height=table_height(df))
 
@@ -147,6 +156,8 @@ def render(ctx: state.Ctx) -> None:
 
     st.subheader("5 · The weighted sum of the values")
     st.markdown("softmax(QKᵀ/√d_k) V: the head's output is Σ_j w_j v_j, a mix of the value rows by weight.")
+    if turn and turn.at("weighted_sum"):
+        return
     show(vh.weighted_sum_figure(t), "head_sum")
 
     st.subheader("6 · Concatenate, project, add, normalise")

@@ -18,7 +18,7 @@ import streamlit as st
 
 from model.facts import KIND_NAMES
 from model.settings import DecodeSettings, Interventions
-from ui import explaining, keys, state
+from ui import exercises, explaining, keys, state
 from ui.lesson_text import LESSON
 from ui.widgets import (
     MapCsv,
@@ -48,7 +48,8 @@ PRESENTER_CSS = """<style>
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] p, [data-testid="stMain"] li { font-size: 1.5rem !important; line-height: 1.5; }
 [data-testid="stMain"] h1 { font-size: 2.6rem !important; }
 [data-testid="stMain"] h2, [data-testid="stMain"] h3 { font-size: 2.2rem !important; }
-[data-testid="stMain"] .katex { font-size: 1.7em !important; }
+[data-testid="stMain"] .katex { font-size: min(1.7em, 3.6vw) !important; }
+[data-testid="stMain"] .katex-display { overflow: visible !important; }
 [data-testid="stMain"] label p, [data-testid="stMain"] button p { font-size: 1.25rem !important; }
 </style>"""
 BIG_FONT = 17  # figure text in presenter mode (the figures' own default is 12)
@@ -65,21 +66,21 @@ def place(fig: go.Figure, key: str, **kw) -> None:
 
 
 def draw_tokens(ctx: state.Ctx) -> None:
-    a = ctx.a
+    analysis = ctx.analysis
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Your sentence as pieces and ids**")
-        df = token_table(ctx.loaded.tokenizer, a.source.ids)
+        df = token_table(ctx.loaded.tokenizer, analysis.source.ids)
         st.dataframe(df, height=min(table_height(df), 600))
         download("Pieces (CSV)", partial(df.to_csv, index=False), "lesson-pieces.csv", "text/csv")
     with c2:
         st.markdown("**The pieces the decoder wrote, and their text**")
-        chips(a.tgt_out_tokens)
-        text_box(a.translation)
+        chips(analysis.tgt_out_tokens)
+        text_box(analysis.translation)
 
 
 def draw_positions(ctx: state.Ctx) -> None:
-    S, cfg = len(ctx.a.source.ids), ctx.cfg
+    S, cfg = len(ctx.analysis.source.ids), ctx.cfg
     pe = state.positional_matrix(ctx.path, S)
     title = f"The positional encoding added at your sentence's {S} positions (rows) in all {cfg.d_model} dimensions"
     place(vp.pe_matrix(pe, title=title, sinusoidal=cfg.pos_encoding == "sinusoidal", layout=cfg.pe_layout), "lesson_pe")
@@ -90,7 +91,7 @@ def attention_map(kind: str) -> Callable[[state.Ctx], None]:
 
     def draw(ctx: state.Ctx) -> None:
         layer, head = pick_layer_head(n_layers_of(ctx.cfg, kind), ctx.cfg.n_heads)
-        view = ctx.a.view(kind).map(layer, head)
+        view = ctx.analysis.view(kind).map(layer, head)
         fig = va.attention_heatmap(view, title=f"{KIND_NAMES[kind]}, {head_label(layer, head)}")
         place(fig, f"lesson_{kind}", csv=MapCsv.of(view))
 
@@ -98,7 +99,7 @@ def attention_map(kind: str) -> Callable[[state.Ctx], None]:
 
 
 def draw_heads(ctx: state.Ctx) -> None:
-    fig = va.attention_mosaic(ctx.a.view("enc_self"), title="Encoder self-attention: every layer (rows) × head (columns)")
+    fig = va.attention_mosaic(ctx.analysis.view("enc_self"), title="Encoder self-attention: every layer (rows) × head (columns)")
     place(fig, "lesson_mosaic")
 
 
@@ -130,21 +131,21 @@ def draw_beam(ctx: state.Ctx) -> None:
 
 
 def draw_masking(ctx: state.Ctx) -> None:
-    a, last = ctx.a, ctx.cfg.n_dec_layers - 1
-    src = vt.display(a.source.tokens)
+    analysis, last = ctx.analysis, ctx.cfg.n_dec_layers - 1
+    src = vt.display(analysis.source.tokens)
     if st.session_state.get(keys.LESSON_HIDE, 0) >= len(src):
         st.session_state.pop(keys.LESSON_HIDE)  # a shorter sentence than the one the choice was made on
     # start with the word piece (not <eos>, not punctuation) the last decoder layer reads most: hiding it shows an effect
-    read = a.view("cross").map(last).w.sum(axis=0)  # (S,) attention each source piece receives
-    words = [i for i, t in enumerate(a.source.tokens[:-1]) if any(ch.isalnum() for ch in t)] or [0]  # the last is <eos>
+    read = analysis.view("cross").map(last).w.sum(axis=0)  # (S,) attention each source piece receives
+    words = [i for i, t in enumerate(analysis.source.tokens[:-1]) if any(ch.isalnum() for ch in t)] or [0]  # the last is <eos>
     most = max(words, key=lambda i: read[i])
     hide = st.selectbox(
         "Hide this source token", range(len(src)), index=most, format_func=lambda i: f"{i}: {src[i]}", key=keys.LESSON_HIDE
     )
     after = state.run_analysis(ctx.path, ctx.text, ctx.settings, Interventions(src_hidden=frozenset({hide})))
-    before_marks, after_marks = diff_marks(a.tgt_out_tokens, after.tgt_out_tokens)
+    before_marks, after_marks = diff_marks(analysis.tgt_out_tokens, after.tgt_out_tokens)
     c1, c2 = st.columns(2)
-    for col, name, r, marks in ((c1, "Before", a, before_marks), (c2, f"With “{src[hide]}” hidden", after, after_marks)):
+    for col, name, r, marks in ((c1, "Before", analysis, before_marks), (c2, f"With “{src[hide]}” hidden", after, after_marks)):
         with col:
             st.markdown(f"**{md_escape(name)}**")
             text_box(r.translation)
@@ -233,6 +234,7 @@ def render(ctx: state.Ctx) -> None:
     if step.equation:
         st.latex(step.equation)
     DRAW[step.key](ctx)
+    exercises.lesson_try(ctx, step.key)  # "Try it" on self-attention, the causal mask and the decoding step
 
 
 def page(frame: state.Frame) -> None:

@@ -16,9 +16,9 @@ from viz import tokens as vt
 
 def controls(ctx: state.Ctx) -> Interventions:
     """The mask lab's widgets, read as the interventions they describe."""
-    cfg, a = ctx.cfg, ctx.a
-    S = len(a.source.tokens)
-    src_labels = {i: f"{i}: {t}" for i, t in enumerate(vt.display(a.source.tokens))}
+    cfg, analysis = ctx.cfg, ctx.analysis
+    S = len(analysis.source.tokens)
+    src_labels = {i: f"{i}: {t}" for i, t in enumerate(vt.display(analysis.source.tokens))}
     c1, c2, c3 = st.columns(3)
     with c1:
         hide = st.multiselect(
@@ -45,7 +45,7 @@ def controls(ctx: state.Ctx) -> Interventions:
         window = st.slider(
             "Local window (self-attention)",
             0,
-            max(S, len(a.tgt_in_tokens)),  # a window this wide hides nothing
+            max(S, len(analysis.tgt_in_tokens)),  # a window this wide hides nothing
             0,
             key=keys.WINDOW,
             help="0 = off. Otherwise a query sees only keys with |query − key| < window: 1 = only itself.",
@@ -84,12 +84,12 @@ def controls(ctx: state.Ctx) -> Interventions:
 
 
 def render(ctx: state.Ctx) -> None:
-    a = ctx.a
+    analysis = ctx.analysis
     interventions = controls(ctx)
     st.session_state[keys.MASK_INTERVENTIONS] = (
         interventions  # kept for the pages that follow the Mask lab (Attention vs attribution)
     )
-    if len(interventions.src_hidden) == len(a.source.tokens):
+    if len(interventions.src_hidden) == len(analysis.source.tokens):
         st.warning(
             "Every source token is hidden: queries over the source have nothing to attend to, so their attention rows are all 0."
         )
@@ -97,19 +97,19 @@ def render(ctx: state.Ctx) -> None:
         st.info("Change a setting above to see its effect. Before and after are the same for now.")
 
     after = ctx.under(interventions)
-    before_marks, after_marks = diff_marks(a.tgt_out_tokens, after.tgt_out_tokens)
+    before_marks, after_marks = diff_marks(analysis.tgt_out_tokens, after.tgt_out_tokens)
     b1, b2 = st.columns(2)
     with b1:
         st.markdown("**Before** (the unchanged model)")
-        text_box(a.translation)
-        chips(a.tgt_out_tokens, before_marks)
+        text_box(analysis.translation)
+        chips(analysis.tgt_out_tokens, before_marks)
     with b2:
         st.markdown("**After**")
         text_box(after.translation)
         chips(after.tgt_out_tokens, after_marks)
         if not after.finished:
             st.warning("With this change the output ran to the token budget without <eos>: it is cut short here.")
-    same = a.tgt_in_tokens == after.tgt_in_tokens
+    same = analysis.tgt_in_tokens == after.tgt_in_tokens
     st.caption(
         "Output unchanged." if same else "Yellow: pieces that changed or are new. Red, struck out: pieces that were dropped."
     )
@@ -120,11 +120,11 @@ def render(ctx: state.Ctx) -> None:
 @st.fragment
 def mask_maps(ctx: state.Ctx, interventions: Interventions, after: Analysis, same: bool) -> None:
     """Before / after maps of one kind, layer and head, and their difference."""
-    a = ctx.a
+    analysis = ctx.analysis
     kind = st.radio("Attention kind", KINDS, format_func=KIND_NAMES.get, key=keys.MASK_KIND, horizontal=True, index=2)
     layer, head = pick_layer_head(n_layers_of(ctx.cfg, kind), ctx.cfg.n_heads)
     after_all = after.view(kind)  # every layer and head, with the cells the interventions hid
-    before, after_map = a.view(kind).map(layer, head), after_all.map(layer, head)
+    before, after_map = analysis.view(kind).map(layer, head), after_all.map(layer, head)
     head_off = head is not None and (layer, head) in after_all.ablated
     label = head_label(layer, head)
     c1, c2 = st.columns(2)
@@ -165,7 +165,9 @@ def mask_maps(ctx: state.Ctx, interventions: Interventions, after: Analysis, sam
             changed, title = after_map, f"After − before: {KIND_NAMES[kind]}, {label}"
         else:
             tf = state.run_forced_original(ctx.path, ctx.text, ctx.settings, interventions, None)
-            forced = attention_view(tf, kind, src=a.source.tokens, tgt_in=a.tgt_in_tokens, tgt_out=a.tgt_out_tokens)
+            forced = attention_view(
+                tf, kind, src=analysis.source.tokens, tgt_in=analysis.tgt_in_tokens, tgt_out=analysis.tgt_out_tokens
+            )
             changed = forced.map(layer, head)  # the original output's rows, under the changed model
             title = f"Changed model on the original output − before: {label}"
         diff = MapCsv(changed.w - before.w, before.q_tokens, before.k_tokens, before.predicted)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from model.facts import InputError
-from ui import catalog, keys, state
+from ui import catalog, exercises, keys, state
 from ui.widgets import show
 from viz import positional as vp
 
@@ -17,6 +17,9 @@ def render(path: str, task: str) -> None:
         st.info(
             "This model learned its positional embeddings instead of the sinusoids; the wavelengths in the legend are those of the formula."
         )
+    if (turn := exercises.positional_turn(cfg, path)) and turn.at("positional"):  # the figures would give it away
+        word_order(path, task)
+        return
     n = st.slider("Positions shown", 2, cfg.max_len, min(64, cfg.max_len), key=keys.PE_N)
     pe = state.positional_matrix(path, n)
     c1, c2 = st.columns(2)
@@ -45,12 +48,12 @@ def render(path: str, task: str) -> None:
 
 def word_order(path: str, task: str) -> None:
     st.subheader("Why order needs positional encoding")
-    a0, b0 = catalog.WORD_ORDER[task]
+    default_a, default_b = catalog.WORD_ORDER[task]
     c1, c2 = st.columns(2)
-    a = c1.text_input("Sentence A", a0, key=keys.WORD_ORDER_A)
-    b = c2.text_input("Sentence B (the same words in another order)", b0, key=keys.WORD_ORDER_B)
+    sentence_a = c1.text_input("Sentence A", default_a, key=keys.WORD_ORDER_A)
+    sentence_b = c2.text_input("Sentence B (the same words in another order)", default_b, key=keys.WORD_ORDER_B)
     try:
-        demo = state.run_word_order(path, a, b)
+        demo = state.run_word_order(path, sentence_a, sentence_b)
     except InputError as e:
         st.error(str(e))
         return

@@ -63,7 +63,7 @@ def question_next(ctx: state.Ctx) -> tuple[str, list[str], dict]:
 
 def question_source(ctx: state.Ctx) -> tuple[str, list[str], dict]:
     """ "Which source word does this head read most when writing «…»?" at the teacher's layer, head and step."""
-    view = ctx.a.view("cross")
+    view = ctx.analysis.view("cross")
     n_layers = ctx.cfg.n_dec_layers
     layer = min(max(int(st.session_state.get(keys.LAYER, n_layers)), 1), n_layers) - 1
     head_text = str(st.session_state.get(keys.HEAD, "mean"))
@@ -71,7 +71,7 @@ def question_source(ctx: state.Ctx) -> tuple[str, list[str], dict]:
     w = view.map(layer, head).w
     t = min(max(int(st.session_state.get(keys.STEP, 1)), 1), w.shape[0]) - 1
     options = unique(vt.display(view.k_tokens))
-    token = vt.display([ctx.a.tgt_out_tokens[t]])[0]
+    token = vt.display([ctx.analysis.tgt_out_tokens[t]])[0]
     weights = [round(float(x), 4) for x in w[t]]
     prompt = f"Which source word does {head_label(layer, head)} (cross-attention) read most when writing «{token}»?"
     return prompt, options, {"weights": weights, "best": options[int(np.argmax(w[t]))]}
@@ -79,11 +79,11 @@ def question_source(ctx: state.Ctx) -> tuple[str, list[str], dict]:
 
 def question_mask(ctx: state.Ctx, hide: int) -> tuple[str, list[str], dict]:
     """ "Does the translation change if we hide «…»?" (the Mask lab's hidden source token)."""
-    word = vt.display([ctx.a.source.tokens[hide]])[0]
+    word = vt.display([ctx.analysis.source.tokens[hide]])[0]
     after = ctx.under(Interventions(src_hidden=frozenset({hide}))).translation
-    answer = "yes" if after != ctx.a.translation else "no"
+    answer = "yes" if after != ctx.analysis.translation else "no"
     prompt = f"Does the translation change if we hide «{word}» from the model (Mask lab)?"
-    return prompt, ["yes", "no"], {"answer": answer, "before": ctx.a.translation, "after": after, "best": answer}
+    return prompt, ["yes", "no"], {"answer": answer, "before": ctx.analysis.translation, "after": after, "best": answer}
 
 
 def ask_form(m: room.Membership, ctx: state.Ctx) -> None:
@@ -96,7 +96,7 @@ def ask_form(m: room.Membership, ctx: state.Ctx) -> None:
     kind = st.radio("Question", list(ASK), format_func=ASK.get, key=keys.ROOM_ASK_KIND)
     hide = 0
     if kind == "mask":
-        src = vt.display(ctx.a.source.tokens)
+        src = vt.display(ctx.analysis.source.tokens)
         hide = st.selectbox(
             "Hide the source token", range(len(src) - 1), format_func=lambda i: f"{i}: {src[i]}", key=keys.ROOM_ASK_HIDE
         )
@@ -110,6 +110,8 @@ def ask_form(m: room.Membership, ctx: state.Ctx) -> None:
             room.store().ask(m.code, m.secret, kind, prompt, options, truth)
         except RoomError as e:
             st.warning(str(e))
+        else:
+            st.rerun()  # the question above the page, at once
 
 
 def teacher(m: room.Membership, frame: state.Frame) -> None:

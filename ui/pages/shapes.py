@@ -5,12 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ui import state
+from ui import exercises, state
 from ui.widgets import show, table_height
 from viz import shapes as vsh
 
 
 def render(ctx: state.Ctx) -> None:
+    if (turn := exercises.shapes_turn(ctx)) and turn.at("shape"):  # the table below would give it away
+        return
     cfg = ctx.cfg
     numbers = pd.DataFrame(
         [
@@ -30,15 +32,15 @@ def render(ctx: state.Ctx) -> None:
     c1, c2 = st.columns([3, 2])
     with c1:
         st.markdown(
-            f"**This input**: B = 1 sentence, S = {len(ctx.a.source.ids)} source tokens, T = {len(ctx.a.tgt_in_tokens)} decoder inputs"
+            f"**This input**: B = 1 sentence, S = {len(ctx.analysis.source.ids)} source tokens, T = {len(ctx.analysis.tgt_in_tokens)} decoder inputs"
         )
-        table = vsh.shapes_table(ctx.a.maps.shapes)
+        table = vsh.shapes_table(ctx.analysis.maps.shapes)
         st.dataframe(table, width="stretch", hide_index=True, height=table_height(table))
     with c2:
         st.markdown("**This model**")
         st.dataframe(numbers, width="stretch", hide_index=True, height=table_height(numbers))
     if hasattr(vsh, "shapes_figure"):
-        show(vsh.shapes_figure(ctx.a.maps.shapes), "shapes_figure")
+        show(vsh.shapes_figure(ctx.analysis.maps.shapes), "shapes_figure")
 
 
 def page(frame: state.Frame) -> None:

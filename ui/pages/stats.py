@@ -33,7 +33,7 @@ def render(ctx: state.Ctx) -> None:
     st.caption(
         "Rollout of layer l: Â = ½·I + ½·mean over heads of A, rows renormalised, multiplied from layer 1 to l. Row i: how much each source token contributes to encoder output i, through all layers."
     )
-    show(vst.rollout_figure(roll, ctx.a.source.tokens), "rollout")
+    show(vst.rollout_figure(roll, ctx.analysis.source.tokens), "rollout")
 
 
 def page(frame: state.Frame) -> None:

@@ -39,10 +39,10 @@ def render(ctx: state.Ctx) -> None:
     playing = st.session_state.get(keys.PLAYING, False)
     st.fragment(run_every=PLAY_SECONDS if playing else None)(steps_fragment)(ctx)
     st.markdown("**Encoder self-attention** (the same at every step: the source is encoded once)")
-    show(va.attention_mosaic(ctx.a.view("enc_self"), title="Encoder self-attention: layer × head"), "steps_enc")
-    if ctx.a.beam:
+    show(va.attention_mosaic(ctx.analysis.view("enc_self"), title="Encoder self-attention: layer × head"), "steps_enc")
+    if ctx.analysis.beam:
         st.subheader("Beam search tree")
-        show(vs.beam_tree(ctx.a.beam), "steps_beam_tree")
+        show(vs.beam_tree(ctx.analysis.beam), "steps_beam_tree")
     reference_section(ctx)
 
 
@@ -187,7 +187,7 @@ def steps_fragment(ctx: state.Ctx) -> None:
         row = f"{vt.display([v.prefix_tokens[-1]])[0]} → {vt.display([v.chosen_token])[0]}"
         heads = [f"head {h + 1}" for h in range(ctx.cfg.n_heads)]
         for name, attn, keys_shown, key_title in (
-            ("cross", v.cross_attn[layer], ctx.a.source.tokens, "source token"),  # (H, S)
+            ("cross", v.cross_attn[layer], ctx.analysis.source.tokens, "source token"),  # (H, S)
             ("self", v.self_attn[layer], v.prefix_tokens, "output so far"),  # (H, t + 1)
         ):
             w = attn if head is None else attn[head]  # every head (and their mean) or one head
@@ -212,7 +212,7 @@ def steps_fragment(ctx: state.Ctx) -> None:
 
 def mosaics_so_far(ctx: state.Ctx, trace: list, t: int) -> None:
     """Cross- and causal self-attention of every layer and head for the steps up to ``t``."""
-    steps, src = trace[: t + 1], ctx.a.source.tokens  # row i: the query at step i
+    steps, src = trace[: t + 1], ctx.analysis.source.tokens  # row i: the query at step i
     # Full width, one under the other: with few rows so far, half a page is too narrow for the tiles' labels.
     show(va.attention_mosaic(trace_view(steps, "cross", src), title="Cross-attention"), "steps_cross_mosaic")
     fig = va.attention_mosaic(trace_view(steps, "dec_self", src), title="Decoder causal self-attention")
@@ -243,7 +243,7 @@ def reference_fragment(ctx: state.Ctx, ref: str) -> None:
     eos = ctx.loaded.tokenizer.piece_text(ctx.cfg.eos_id)
     if len(tgt_out) == ctx.cfg.max_len and tgt_out[-1] != eos:  # shift_right cut it to the decoder's length
         st.warning(f"The reference is longer than the decoder reads: only its first {len(tgt_out)} pieces are compared.")
-    a, src = ctx.a, ctx.a.source.tokens
+    analysis, src = ctx.analysis, ctx.analysis.source.tokens
     c = st.columns(2)
     with c[0]:
         layer = slider_or_fixed("Layer ", 1, ctx.cfg.n_dec_layers, key=keys.REF_LAYER, value=ctx.cfg.n_dec_layers) - 1
@@ -252,7 +252,7 @@ def reference_fragment(ctx: state.Ctx, ref: str) -> None:
     c1, c2 = st.columns(2)
     reference = attention_view(maps, "cross", src=src, tgt_in=tgt_in, tgt_out=tgt_out)
     for col, view, name, key in (
-        (c1, a.view("cross"), "Free-running (model's own output)", "ref_free"),
+        (c1, analysis.view("cross"), "Free-running (model's own output)", "ref_free"),
         (c2, reference, "Teacher-forced reference", "ref_forced"),
     ):
         one = view.map(layer, head)

@@ -13,33 +13,33 @@ from viz import steps as vs
 
 
 def render(ctx: state.Ctx) -> None:
-    a, tok = ctx.a, ctx.loaded.tokenizer
+    analysis, tok = ctx.analysis, ctx.loaded.tokenizer
     st.subheader("Translation" if ctx.task == "translate" else "Output")
-    text_box(a.translation)
-    s = a.settings
+    text_box(analysis.translation)
+    s = analysis.settings
     how = {
         "greedy": "greedy decoding",
         "beam": f"beam search (size {s['beam_size']}, α {s['alpha']})",
         "sample": f"sampling (temperature {s['temperature']}, top-k {s['top_k']}, top-p {s['top_p']}, seed {s['seed']})",
     }
-    out_ids = a.out_ids + ([ctx.cfg.eos_id] if a.finished else [])  # counted as the source is, with its <eos>
+    out_ids = analysis.out_ids + ([ctx.cfg.eos_id] if analysis.finished else [])  # counted as the source is, with its <eos>
     st.caption(
-        f"{how[s['method']]} on {ctx.loaded.device} · {len(a.source.ids)} source tokens → {len(out_ids)} output tokens"
-        + (" (both counting <eos>)" if a.finished else "")
+        f"{how[s['method']]} on {ctx.loaded.device} · {len(analysis.source.ids)} source tokens → {len(out_ids)} output tokens"
+        + (" (both counting <eos>)" if analysis.finished else "")
     )
-    if not a.translation:
+    if not analysis.translation:
         st.caption("The output holds no text: only special tokens (see the table below).")
-    if not a.finished:
+    if not analysis.finished:
         st.warning("The output stopped at the token budget before the model wrote <eos>: it may be cut short.")
 
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Source tokens**")
-        src = token_table(tok, a.source.ids)
+        src = token_table(tok, analysis.source.ids)
         st.dataframe(src, width="stretch", hide_index=False, height=min(table_height(src), 740))
     with c2:
         st.markdown("**Output tokens** (with the probability the model gave each)")
-        out = token_table(tok, out_ids, target=True, probability=a.maps.next_probs[: len(out_ids)])
+        out = token_table(tok, out_ids, target=True, probability=analysis.maps.next_probs[: len(out_ids)])
         st.dataframe(
             out,
             width="stretch",
@@ -57,14 +57,18 @@ def render(ctx: state.Ctx) -> None:
         f"{tok.origin_id_name} −1 marks the model's own specials ({specials}). {tok.unknown_rule} The decoder writes {writes}."
     )
 
-    if a.beam:
+    if analysis.beam:
         st.subheader("Beam search")
-        hyp = pd.DataFrame(a.beam.hypotheses, columns=["hypothesis", "score (log-prob / length penalty)"])
+        hyp = pd.DataFrame(analysis.beam.hypotheses, columns=["hypothesis", "score (log-prob / length penalty)"])
         st.dataframe(hyp, width="stretch")
-        show(vs.beam_tree(a.beam), "beam_tree")
+        show(vs.beam_tree(analysis.beam), "beam_tree")
 
     download(
-        "Whole analysis (JSON)", partial(state.analysis_json, a), "attention-analysis.json", "application/json", kind="secondary"
+        "Whole analysis (JSON)",
+        partial(state.analysis_json, analysis),
+        "attention-analysis.json",
+        "application/json",
+        kind="secondary",
     )
 
 
