@@ -139,6 +139,7 @@ class Feedback:
     solution: str
 
     def to_dict(self) -> dict:
+        """The feedback as a dict of JSON types."""
         return asdict(self)
 
 
@@ -815,3 +816,52 @@ def grade(ex: Exercise, answer) -> Feedback:
     if match is None:
         return Feedback(False, "other", "Not quite, and not one of the usual slips. " + fix_step(ex), None, solution)
     return Feedback(False, match, MISTAKES[match], fix_step(ex), solution)
+
+
+# -- a class's answers (a teacher's room) -------------------------------------------------------------------------------
+
+
+def answer_text(answer) -> str:
+    """An answer as the text a store of answers keeps (a mask answer as JSON: reason -> sorted key positions)."""
+    if isinstance(answer, Mapping):
+        return json.dumps({str(r): sorted(int(j) for j in js) for r, js in answer.items()}, sort_keys=True)
+    if isinstance(answer, str):
+        return answer
+    return ", ".join(repr(float(v)) if not isinstance(v, int) else str(v) for v in np.atleast_1d(np.asarray(answer)).tolist())
+
+
+def read_answer(ex: Exercise, text: str):
+    """What ``grade`` takes, from ``answer_text``'s text (text that is not a mask answer stays text: ``grade`` says why)."""
+    if ex.kind == "mask":
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError):
+            return text
+    return text
+
+
+@dataclass(frozen=True)
+class ClassResult:
+    """A class's answers to one exercise: how many, the share right (0..1; 0 with no answer), and the named mistakes by
+    how often they were made, most common first (``most_common``: the first, or None)."""
+
+    n: int
+    share_correct: float
+    mistakes: list[tuple[str, int]]
+
+    @property
+    def most_common(self) -> str | None:
+        """The code of the most common named mistake, or None when nobody made one."""
+        return self.mistakes[0][0] if self.mistakes else None
+
+
+def class_result(ex: Exercise, answers: Sequence[str]) -> ClassResult:
+    """Grade every answer (``answer_text`` texts, one per student) of ``ex``: what a teacher's room shows on reveal.
+    Unreadable answers count as wrong and are not a named mistake."""
+    graded = [grade(ex, read_answer(ex, a)) for a in answers]
+    counts: dict[str, int] = {}
+    for fb in graded:
+        if fb.mistake in MISTAKES:
+            counts[fb.mistake] = counts.get(fb.mistake, 0) + 1
+    share = sum(fb.correct for fb in graded) / len(graded) if graded else 0.0
+    return ClassResult(len(graded), share, sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))

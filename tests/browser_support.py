@@ -107,19 +107,14 @@ def streamlit_server(log_path: Path) -> Iterator[Server]:
 
 
 @contextlib.contextmanager
-def chromium_page(timeout_ms: int = 90_000, *, width: int = 1500, height: int = 1100, zoom: float = 1) -> Iterator[Page]:
-    """A page of headless Debian chromium (1500 × 1100), every wait bounded by ``timeout_ms``.
-
-    ``zoom``: the browser's zoom, as a user sets it: a ``width × height`` window at zoom 2 lays the page out in
-    ``width / 2 × height / 2`` CSS pixels, drawn with 2 device pixels each (tests/test_keyboard.py: 1280 × 720, 200 %).
-    """
+def chromium_page(timeout_ms: int = 90_000) -> Iterator[Page]:
+    """A page of headless Debian chromium (1500 × 1100), every wait bounded by ``timeout_ms``."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            viewport = {"width": round(width / zoom), "height": round(height / zoom)}
-            page = browser.new_page(viewport=viewport, device_scale_factor=zoom)
+            page = browser.new_page(viewport={"width": 1500, "height": 1100})
             page.set_default_timeout(timeout_ms)
             yield page
         finally:

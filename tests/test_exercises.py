@@ -451,3 +451,17 @@ def test_importing_exercises_imports_no_torch():
     code = "import sys, analysis.exercises; print(','.join(m for m in ('torch', 'streamlit') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def test_a_class_result_counts_right_answers_and_the_most_common_mistake():
+    e = ex.Exercise("scale", "t", "p", {"key": ["a", "b"], "q·k_j": [8.0, 4.0]}, {"d_head": 64, "temperature": 2.0}, ["a", "b"])
+    answers = ["0.5, 0.25", "0.5 0.25", "1, 0.5", "1; 0.5", "4, 2", "what", ex.answer_text([0.5, 0.25])]
+    result = ex.class_result(ex.Exercise.from_dict(json.loads(json.dumps(e.to_dict()))), answers)
+    assert result.n == 7 and result.share_correct == pytest.approx(3 / 7)
+    assert result.mistakes == [("no_temperature", 2), ("no_sqrt", 1)] and result.most_common == "no_temperature"
+    assert ex.class_result(e, []).share_correct == 0 and ex.class_result(e, []).most_common is None
+    tokens = ["<bos>", "Ein", "Hund"]
+    m = ex.mask_exercise("dec_self", tokens, tokens, 0)
+    texts = [ex.answer_text({"future": [1, 2]}), ex.answer_text({"future": [2, 1], "window": []}), ex.answer_text({}), "{"]
+    got = ex.class_result(m, texts)
+    assert (got.n, got.share_correct, got.most_common) == (4, 0.5, "future_unmasked")

@@ -163,3 +163,37 @@ def test_the_page_is_in_the_app(monkeypatch):
     ok(switch_to(at, "exercises").run())
     assert at.selectbox(key=keys.EXERCISE_PICK).value == "scale"
     assert not at.query_params.get(keys.EXERCISE_PICK), "progress and picks stay out of the URL"
+
+
+def test_the_head_pages_exercise_shows_its_own_traces_numbers_rounded():
+    """The exercise of /head is built from the page's traced pass: its inputs are ``head_trace``'s values, rounded."""
+    import numpy as np
+
+    from analysis.trace import head_trace
+    from model.checkpoint import load_checkpoint
+
+    rev = load_checkpoint(MODELS / "reverse", device="cpu")
+    at = open_page("head", kind="dec_self", layer=2, head=2, query=3)
+    at.toggle(key=keys.HEAD_TURN).set_value(True).run()
+    traces = {
+        q: head_trace(rev.model, rev.tokenizer, SENTENCES["reverse"], kind="dec_self", layer=1, head=1, query=q)
+        for q in (2, 3, 4)
+    }
+    t = traces[3]
+    for step in ("scale", "softmax", "weighted_sum"):
+        at.selectbox(key=keys.HEAD_TURN_STEP).set_value(step).run()
+        e = exercise_of(ok(at), "head", step)
+        assert e.source["query"] == 3 and e.source["layer"] == 1 and e.source["head"] == 1
+        if step == "scale":
+            keys_shown = [int(k.split(":")[0]) for k in e.table["key"]]
+            np.testing.assert_allclose(e.table["q·k_j"], np.round(t.scores[keys_shown].astype(float), 2), atol=1e-9)
+        elif step == "softmax":
+            np.testing.assert_allclose(e.table["scaled score"], np.round(t.scaled.astype(float), 2), atol=1e-9)
+            assert e.params["rows"] == [2, 4]
+            row4 = [np.nan if v is None else v for v in e.table["row of query 4"]]
+            want = np.where(traces[4].mask, np.nan, np.round(traces[4].scaled.astype(float), 2))
+            np.testing.assert_allclose(row4, want, atol=1e-9)
+        else:
+            np.testing.assert_allclose(e.table["w_j"], np.round(t.weights.astype(float), 2), atol=1e-9)
+            d = e.params["dims"][0]
+            np.testing.assert_allclose(e.table[f"v_j[{d}]"], np.round(t.v[:, d].astype(float), 2), atol=1e-9)

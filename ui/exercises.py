@@ -189,10 +189,12 @@ def seed() -> int:
 
 
 def rng_for(ctx_text: str, kind: str) -> random.Random:
+    """The random choices (head, query, step, tensor) of exercise ``kind`` on ``ctx_text``: the same until "New numbers"."""
     return random.Random(f"{ctx_text}|{kind}|{seed()}")
 
 
 def source_of(ctx: state.Ctx) -> dict:
+    """Where an exercise's numbers come from, for a teacher's room: the model's folder name and the sentence."""
     return {"model": ctx.path.rstrip("/").split("/")[-1], "sentence": ctx.text}
 
 

@@ -51,6 +51,8 @@ PRESENTER_CSS = """<style>
 [data-testid="stMain"] .katex { font-size: min(1.7em, 3.6vw) !important; }
 [data-testid="stMain"] .katex-display { overflow: visible !important; }
 [data-testid="stMain"] label p, [data-testid="stMain"] button p { font-size: 1.25rem !important; }
+[data-testid="stMain"] [data-testid="stSlider"] p:not(label p) { font-size: 1rem !important; }
+[data-testid="stMain"] [data-testid="stSlider"] [data-testid="stWidgetLabel"] { margin-bottom: 0.75rem !important; }
 </style>"""
 BIG_FONT = 17  # figure text in presenter mode (the figures' own default is 12)
 

@@ -1,0 +1,243 @@
+"""Benchmark 9: a class in one room. N students follow a teacher on one ``streamlit run app.py`` (or deploy/'s 2
+replicas behind nginx, sharing a Redis room store).
+
+    python bench/bench_room.py [--n 120] [--window 3] [--page attention] [--replicas 2 --redis-url redis://…]
+
+No browser: each student speaks Streamlit's websocket protocol (bench/bench_class.py's reader) as the browser does,
+and polls as the browser does for ``ui.room.live`` (``st.fragment(run_every=…)``: the server sends ``auto_rerun``
+with the fragment's id; the browser then asks for that fragment's rerun every interval). The teacher is this
+process, acting on the room through the same store and rules as the teacher's app (``classroom.store``).
+
+Three phases, measured per student:
+
+1. join: N students open ``/PAGE?room=CODE`` spread over the window; arrival -> ``script_finished`` of the first run;
+2. follow: once every student polls, the teacher publishes a new sentence; publish -> ``script_finished`` of the first
+   run that carries the new sentence (the poll's fragment run, the full rerun it asks for, polling included);
+3. answers: the teacher asks "Which word comes next?" with 8 options; once every student's screen shows it, each sends
+   an answer (the pills' value and the "Send my answer" button, as the browser sends them) spread over the window;
+   then the store's answers are counted: lost (a student's answer missing) and double (more answers than seats).
+
+Only 127.0.0.1 and at most 120 students.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+import bench_class as bc
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ClientState_pb2 import ClientState
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from classroom.store import open_store  # noqa: E402
+
+HOST = "127.0.0.1"
+MAX_STUDENTS = 120
+FIRST_SENTENCE = "The animal didn't cross the street because it was too tired."
+NEW_SENTENCE = "A dog jumps over a green fence."
+
+
+class Student:
+    """One simulated browser in the room: its websocket, query string (room and seat), page hash, poll fragment."""
+
+    def __init__(self, i: int, port: int, page: str, code: str):
+        self.i, self.port, self.page = i, port, page
+        self.query = urllib.parse.urlencode({"room": code})
+        self.page_hash = ""
+        self.fragment = ""
+        self.interval = 1.5
+        self.ws = None
+        self.rec: dict = {"errors": []}
+        self.lock = asyncio.Lock()
+        self.last_run: bc.Run | None = None
+        self.seen_new = asyncio.Event()
+
+    async def read(self, t0: float, deadline: float) -> tuple[bc.Run, bool]:
+        """Read ForwardMsgs until the run (and any rerun it asked for) finishes; (run, whether it carried the new
+        sentence). Keeps the query string, page hash and poll fragment the server sends, as the browser does."""
+        run, carried = bc.Run(), False
+        while True:
+            data = await asyncio.wait_for(self.ws.recv(), max(0.01, deadline - time.perf_counter()))
+            msg = ForwardMsg()
+            msg.ParseFromString(data)
+            run.bytes += len(data)
+            carried = carried or NEW_SENTENCE.encode() in data
+            kind = msg.WhichOneof("type")
+            if kind == "navigation":
+                self.page_hash = msg.navigation.page_script_hash
+            elif kind == "page_info_changed":
+                self.query = msg.page_info_changed.query_string
+            elif kind == "auto_rerun":
+                self.fragment, self.interval = msg.auto_rerun.fragment_id, msg.auto_rerun.interval
+            elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+                el = msg.delta.new_element
+                etype = el.WhichOneof("type")
+                run.elements[tuple(msg.metadata.delta_path)] = (etype, el)
+                if etype == "exception":
+                    run.errors.append(f"exception: {el.exception.message[:200]}")
+            elif kind == "script_finished":
+                status = ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished)
+                if status == "FINISHED_EARLY_FOR_RERUN":
+                    continue
+                run.status, run.seconds = status, time.perf_counter() - t0
+                return run, carried
+
+    async def send(self, widgets: list[WidgetState] | None = None, fragment: str | None = None) -> None:
+        msg = ClientState(query_string=self.query, page_name=self.page, page_script_hash=self.page_hash)
+        if widgets:
+            msg.widget_states.CopyFrom(WidgetStates(widgets=widgets))
+        if fragment:
+            msg.fragment_id = fragment
+        await self.ws.send(BackMsg(rerun_script=msg).SerializeToString())
+
+    async def join(self, at: float, t_start: float) -> None:
+        await asyncio.sleep(max(0.0, t_start + at - time.perf_counter()))
+        t0 = time.perf_counter()
+        self.ws = await websockets.connect(
+            f"ws://{HOST}:{self.port}/_stcore/stream", subprotocols=["streamlit"], max_size=None, open_timeout=bc.TIMEOUT_S
+        )
+        await self.send()
+        run, _ = await self.read(t0, t0 + bc.TIMEOUT_S)
+        self.rec["join_s"] = run.seconds
+        self.rec["errors"] += run.errors
+        self.last_run = run
+
+    async def poll(self, stop: asyncio.Event, changed_at: list[float]) -> None:
+        """Ask for the poll fragment's rerun every interval, as the browser does, until ``stop``."""
+        while not stop.is_set():
+            await asyncio.sleep(self.interval)
+            async with self.lock:
+                t0 = time.perf_counter()
+                await self.send(fragment=self.fragment)
+                run, carried = await self.read(t0, t0 + bc.TIMEOUT_S)
+                self.rec["errors"] += run.errors
+                self.last_run = run if run.elements else self.last_run
+                if carried and changed_at and "follow_s" not in self.rec:
+                    self.rec["follow_s"] = time.perf_counter() - changed_at[0]
+                    self.seen_new.set()
+
+    def widgets(self) -> dict:
+        """The question's widgets on the last run: {"pills": (element, fragment), "send": element}."""
+        found = {}
+        for kind, el in self.last_run.elements.values() if self.last_run else []:
+            if kind == "button_group":
+                found["pills"] = el.button_group
+            elif kind == "button" and el.button.label == "Send my answer":
+                found["send"] = el.button
+        return found
+
+    async def answer(self, at: float, t_start: float, choice: str) -> None:
+        await asyncio.sleep(max(0.0, t_start + at - time.perf_counter()))
+        w = self.widgets()
+        if "pills" not in w or "send" not in w:
+            self.rec["errors"].append("no question on screen")
+            return
+        pills = WidgetState(id=w["pills"].id)
+        pills.string_array_value.data.append(choice)
+        send = WidgetState(id=w["send"].id, trigger_value=True)
+        async with self.lock:
+            t0 = time.perf_counter()
+            await self.send([pills, send], fragment=self.fragment)
+            run, _ = await self.read(t0, t0 + bc.TIMEOUT_S)
+            self.rec["answer_s"] = run.seconds
+            self.rec["errors"] += run.errors
+        self.rec["sent"] = choice
+
+
+def stats(xs: list[float]) -> dict:
+    xs = sorted(xs)
+    if not xs:
+        return {}
+    return {
+        "n": len(xs),
+        "p50": round(statistics.median(xs), 2),
+        "p95": round(xs[min(len(xs) - 1, int(0.95 * len(xs)))], 2),
+        "max": round(xs[-1], 2),
+    }
+
+
+async def lesson(port: int, page: str, n: int, window: float, store, model: str) -> dict:
+    code, secret = store.create({"page": page, "sentence": FIRST_SENTENCE, "model": model})
+    warm = Student(-1, port, page, code)  # the teacher's own screen, opened before the class (as bench_class's warm-up)
+    await warm.join(0, time.perf_counter())
+    await warm.ws.close()
+    students = [Student(i, port, page, code) for i in range(n)]
+    t_start = time.perf_counter()
+    await asyncio.gather(*(s.join(i * window / n, t_start) for i, s in enumerate(students)))
+    res = {"join": stats([s.rec["join_s"] for s in students if "join_s" in s.rec])}
+
+    stop, changed_at = asyncio.Event(), []
+    pollers = [asyncio.create_task(s.poll(stop, changed_at)) for s in students]
+    await asyncio.sleep(3.0)  # every student polling
+    changed_at.append(time.perf_counter())
+    store.publish(code, secret, store.room(code).view | {"sentence": NEW_SENTENCE})
+    try:
+        await asyncio.wait_for(asyncio.gather(*(s.seen_new.wait() for s in students)), 60)
+    except TimeoutError:
+        pass
+    res["follow"] = stats([s.rec["follow_s"] for s in students if "follow_s" in s.rec])
+    res["follow"]["missed"] = sum("follow_s" not in s.rec for s in students)
+
+    options = ["Ein", "Der", "Hund", "Die", "Das", "Eine", "Zwei", "Ich"]
+    q = store.ask(code, secret, "next", "Which word comes first?", options, {"probs": [0.125] * 8, "best": "Ein"})
+    deadline = time.perf_counter() + 60
+    while time.perf_counter() < deadline and not all(len(s.widgets()) == 2 for s in students):
+        await asyncio.sleep(0.5)
+    t_start = time.perf_counter()
+    await asyncio.gather(*(s.answer(i * window / n, t_start, options[i % 8]) for i, s in enumerate(students)))
+    stop.set()
+    await asyncio.gather(*pollers, return_exceptions=True)
+    for s in students:
+        await s.ws.close()
+    answers = store.answers(code, q.id)
+    sent = {s.i: s.rec.get("sent") for s in students if s.rec.get("sent")}
+    got = [a.choice for a in answers]
+    res["answers"] = stats([s.rec["answer_s"] for s in students if "answer_s" in s.rec]) | {
+        "sent": len(sent),
+        "counted": len(answers),
+        "lost": max(0, len(sent) - len(answers)),
+        "double": max(0, len(answers) - len(sent)),
+        "same_choices": sorted(got) == sorted(sent.values()),
+    }
+    res["errors"] = sorted({e for s in students for e in s.rec["errors"]})[:10]
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=120)
+    ap.add_argument("--window", type=float, default=3.0)
+    ap.add_argument("--page", default="attention")
+    ap.add_argument("--model", default="en-de")
+    ap.add_argument("--replicas", type=int, default=1)
+    ap.add_argument("--redis-url", default=None, help="the room store the replicas share (default: a SQLite file)")
+    args = ap.parse_args()
+    n = min(args.n, MAX_STUDENTS)
+    url = args.redis_url or f"sqlite:///{Path(tempfile.mkdtemp(prefix='bench-room-')) / 'rooms.sqlite3'}"
+    os.environ["ATTN_ROOM_STORE"] = url  # the servers inherit it
+    store = open_store(url)
+    setup = bc.Setup(replicas=args.replicas)
+    with bc.Server(setup, "bench-room.log") as server:
+        cpu0 = bc.cpu_seconds(server.pids)
+        t0 = time.perf_counter()
+        res = asyncio.run(lesson(server.port, args.page, n, args.window, store, args.model))
+        res["server_cpu_s"] = round(bc.cpu_seconds(server.pids) - cpu0, 1)
+        res["wall_s"] = round(time.perf_counter() - t0, 1)
+    res["setup"] = {"n": n, "window_s": args.window, "page": args.page, "replicas": args.replicas, "store": url.split(":")[0]}
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
