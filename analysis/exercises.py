@@ -264,12 +264,29 @@ def parse_mask(answer, n_keys: int) -> dict[str, set[int]]:
 # -- building exercises -----------------------------------------------------------------------------------------------
 
 
+def shown(token: str) -> str:
+    """A token as the figures show it (``viz.tokens.display``'s rule; analysis/ may not import viz/): leading spaces as
+    ▁, new line ⏎, tab ⇥, carriage return ␍, other control characters as their control pictures, an empty piece ∅."""
+    if not token:
+        return "\u2205"
+    body = token.lstrip(" ")
+    out = []
+    for ch in "\u2581" * (len(token) - len(body)) + body:
+        if ch in "\n\t\r":
+            out.append({"\n": "\u23ce", "\t": "\u21e5", "\r": "\u240d"}[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(chr(0x2400 + (ord(ch) if ch != "\x7f" else 0x21)))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def _key_labels(tokens: Sequence[str]) -> list[str]:
-    return [f"{j}: {t}" for j, t in enumerate(tokens)]
+    return [f"{j}: {shown(t)}" for j, t in enumerate(tokens)]
 
 
 def _where(t: HeadTrace) -> str:
-    return f"{KIND_NAMES[t.kind]}, layer {t.layer + 1}, head {t.head + 1}, query {t.query}: “{t.q_tokens[t.query]}”"
+    return f"{KIND_NAMES[t.kind]}, layer {t.layer + 1}, head {t.head + 1}, query {t.query}: “{shown(t.q_tokens[t.query])}”"
 
 
 def _trace_source(t: HeadTrace, source: Mapping | None) -> dict:
@@ -335,7 +352,7 @@ def mask_exercise(
     rules += [f"hidden source tokens at {', '.join(map(str, hid))}"] if hid else []
     rules += [f"the sentence is padded with {padding} <pad> keys (a batch with a longer sentence)"] if padding else []
     prompt = (
-        f"{KIND_NAMES[attention]}, query {query}: “{q_tokens[query]}”. Settings: "
+        f"{KIND_NAMES[attention]}, query {query}: “{shown(q_tokens[query])}”. Settings: "
         + ("; ".join(rules) if rules else "no mask is set")
         + ". Which keys may this query not read? Pick each masked key under its reason (one reason is enough)."
     )
@@ -432,7 +449,7 @@ def next_token_exercise(
     if not 0 <= asked < len(cands):
         raise ValueError(f"asked must be 0 .. {len(cands) - 1}, got {asked}")
     logp = np.log(np.maximum([p for _, _, p in cands], 1e-30))
-    pieces = [piece for piece, _, _ in cands]
+    pieces = [shown(piece) for piece, _, _ in cands]
     prompt = (
         f"Decoding step {step.t + 1}: the decoder's logits for its {len(cands)} most probable next pieces (the model's, "
         f"less one common constant: that changes no probability). Keep only these pieces, as top-k sampling with k = "

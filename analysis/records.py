@@ -580,12 +580,12 @@ def _strength(rho: float) -> str:
 class Agreement:
     """How two methods of ``METHODS`` rank the visible source tokens for one output token.
 
-    rho: Spearman's ρ over the visible source tokens (None: not defined, see ``sentence``); top_a, top_b: the
-    position each method scores highest; sentence: the comparison in plain words.
+    method_a, method_b: the two methods' names; rho: Spearman's ρ over the visible source tokens (None: not defined,
+    see ``sentence``); top_a, top_b: the position each method scores highest; sentence: the comparison in plain words.
     """
 
-    a: str
-    b: str
+    method_a: str
+    method_b: str
     rho: float | None
     top_a: int | None
     top_b: int | None
@@ -717,32 +717,36 @@ class Explanation:
     def agreement(self, layer: int, head: int | None = None) -> list[Agreement]:
         """Every pair of ``self.methods`` (10 pairs; 6 before Integrated Gradients are computed), compared over the visible source tokens by magnitude: a token that pushes
         the objective down matters as much as one that pushes it up, so gradient scores are ranked by |score|."""
-        s = {name: np.abs(v) for name, v in self.scores(layer, head).items()}
+        magnitudes = {name: np.abs(v) for name, v in self.scores(layer, head).items()}
         seen = np.flatnonzero(~self.hidden)  # (S_visible,)
         out = []
-        for i, a in enumerate(self.methods):
-            for b in self.methods[i + 1 :]:
-                out.append(self._agree(a, b, s[a][seen], s[b][seen], seen))
+        for i, method_a in enumerate(self.methods):
+            for method_b in self.methods[i + 1 :]:
+                out.append(self._agree(method_a, method_b, magnitudes[method_a][seen], magnitudes[method_b][seen], seen))
         return out
 
     def word(self, j: int) -> str:
         """Source token j in quotes, its leading space dropped: ‘dog’."""
         return f"‘{self.src_tokens[j].strip() or self.src_tokens[j]}’"
 
-    def _agree(self, a: str, b: str, x: np.ndarray, y: np.ndarray, seen: np.ndarray) -> Agreement:
-        pair = f"{a[0].upper()}{a[1:]} and {b}"
+    def _agree(self, method_a: str, method_b: str, scores_a: np.ndarray, scores_b: np.ndarray, seen: np.ndarray) -> Agreement:
+        pair = f"{method_a[0].upper()}{method_a[1:]} and {method_b}"
         if seen.size < 2:
-            return Agreement(a, b, None, None, None, f"{pair}: nothing to rank, fewer than two source tokens are visible.")
-        rho = spearman(x, y)
-        flat = [name for name, v in ((a, x), (b, y)) if np.ptp(v) == 0]
+            return Agreement(
+                method_a, method_b, None, None, None, f"{pair}: nothing to rank, fewer than two source tokens are visible."
+            )
+        rho = spearman(scores_a, scores_b)
+        flat = [name for name, v in ((method_a, scores_a), (method_b, scores_b)) if np.ptp(v) == 0]
         if rho is None:
-            return Agreement(a, b, None, None, None, f"{pair}: {' and '.join(flat)} gives every visible token the same score.")
-        ta, tb = int(seen[np.argmax(x)]), int(seen[np.argmax(y)])
+            return Agreement(
+                method_a, method_b, None, None, None, f"{pair}: {' and '.join(flat)} gives every visible token the same score."
+            )
+        ta, tb = int(seen[np.argmax(scores_a)]), int(seen[np.argmax(scores_b)])
         if ta == tb:
             top = f"agree on the top word, {self.word(ta)},"
         else:
-            top = f"disagree on the top word ({a}: {self.word(ta)}, {b}: {self.word(tb)}),"
-        return Agreement(a, b, rho, ta, tb, f"{pair} {top} and {_strength(rho)} (ρ = {rho:+.2f}).")
+            top = f"disagree on the top word ({method_a}: {self.word(ta)}, {method_b}: {self.word(tb)}),"
+        return Agreement(method_a, method_b, rho, ta, tb, f"{pair} {top} and {_strength(rho)} (ρ = {rho:+.2f}).")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ Three phases, measured per student:
    an answer (the pills' value and the "Send my answer" button, as the browser sends them) spread over the window;
    then the store's answers are counted: lost (a student's answer missing) and double (more answers than seats).
 
-Only 127.0.0.1 and at most 120 students.
+With ``--baseline``, first the comparison: N students open the page on one sentence without a room (the cost a room
+adds to, measured on the same server under the same load). Also reported: the server's cores busy while the N
+students only poll (``idle_polling_cores``). Only 127.0.0.1 and at most 120 students.
 """
 
 from __future__ import annotations
@@ -46,15 +48,16 @@ from classroom.store import open_store  # noqa: E402
 HOST = "127.0.0.1"
 MAX_STUDENTS = 120
 FIRST_SENTENCE = "The animal didn't cross the street because it was too tired."
-NEW_SENTENCE = "A dog jumps over a green fence."
+BASELINE_SENTENCE = "Two young men are playing soccer in the park."
+NEW_SENTENCE = "A red kite flies high above the quiet harbour."  # not an example (the picker lists those)
 
 
 class Student:
     """One simulated browser in the room: its websocket, query string (room and seat), page hash, poll fragment."""
 
-    def __init__(self, i: int, port: int, page: str, code: str):
+    def __init__(self, i: int, port: int, page: str, code: str | None, sentence: str = FIRST_SENTENCE):
         self.i, self.port, self.page = i, port, page
-        self.query = urllib.parse.urlencode({"room": code})
+        self.query = urllib.parse.urlencode({"room": code} if code else {"sentence": sentence, "model": "en-de"})
         self.page_hash = ""
         self.fragment = ""
         self.interval = 1.5
@@ -168,19 +171,40 @@ def stats(xs: list[float]) -> dict:
     }
 
 
-async def lesson(port: int, page: str, n: int, window: float, store, model: str) -> dict:
+async def no_room(port: int, page: str, n: int, window: float) -> dict:
+    """The comparison, on the same server just before: N students open ``/PAGE?sentence=…`` (one sentence for all, no
+    room) spread over the window; their first screens."""
+    students = [Student(i, port, page, None, BASELINE_SENTENCE) for i in range(n)]
+    t_start = time.perf_counter()
+    await asyncio.gather(*(s.join(i * window / n, t_start) for i, s in enumerate(students)))
+    for s in students:
+        await s.ws.close()
+    return stats([s.rec["join_s"] for s in students if "join_s" in s.rec])
+
+
+async def lesson(
+    pids: list[int], ports: list[int], port: int, page: str, n: int, window: float, store, model: str, baseline: bool
+) -> dict:
     code, secret = store.create({"page": page, "sentence": FIRST_SENTENCE, "model": model})
-    warm = Student(-1, port, page, code)  # the teacher's own screen, opened before the class (as bench_class's warm-up)
-    await warm.join(0, time.perf_counter())
-    await warm.ws.close()
+    for p in ports:  # the teacher's own screen on each replica, opened before the class (as bench_class's warm-up)
+        warm = Student(-1, p, page, code)
+        await warm.join(0, time.perf_counter())
+        await warm.ws.close()
+    res = {}
+    if baseline:
+        res["no_room_first_screen"] = await no_room(port, page, n, window)
+        await asyncio.sleep(5)  # the server idle again
     students = [Student(i, port, page, code) for i in range(n)]
     t_start = time.perf_counter()
     await asyncio.gather(*(s.join(i * window / n, t_start) for i, s in enumerate(students)))
-    res = {"join": stats([s.rec["join_s"] for s in students if "join_s" in s.rec])}
+    res["join"] = stats([s.rec["join_s"] for s in students if "join_s" in s.rec])
 
     stop, changed_at = asyncio.Event(), []
     pollers = [asyncio.create_task(s.poll(stop, changed_at)) for s in students]
-    await asyncio.sleep(3.0)  # every student polling
+    await asyncio.sleep(1.0)  # every student polling
+    cpu0, t0 = bc.cpu_seconds(pids), time.perf_counter()
+    await asyncio.sleep(4.0)
+    res["idle_polling_cores"] = round((bc.cpu_seconds(pids) - cpu0) / (time.perf_counter() - t0), 2)
     changed_at.append(time.perf_counter())
     store.publish(code, secret, store.room(code).view | {"sentence": NEW_SENTENCE})
     try:
@@ -223,6 +247,7 @@ def main() -> None:
     ap.add_argument("--model", default="en-de")
     ap.add_argument("--replicas", type=int, default=1)
     ap.add_argument("--redis-url", default=None, help="the room store the replicas share (default: a SQLite file)")
+    ap.add_argument("--baseline", action="store_true", help="first measure N students on one sentence without a room")
     args = ap.parse_args()
     n = min(args.n, MAX_STUDENTS)
     url = args.redis_url or f"sqlite:///{Path(tempfile.mkdtemp(prefix='bench-room-')) / 'rooms.sqlite3'}"
@@ -232,7 +257,9 @@ def main() -> None:
     with bc.Server(setup, "bench-room.log") as server:
         cpu0 = bc.cpu_seconds(server.pids)
         t0 = time.perf_counter()
-        res = asyncio.run(lesson(server.port, args.page, n, args.window, store, args.model))
+        res = asyncio.run(
+            lesson(server.pids, server.ports, server.port, args.page, n, args.window, store, args.model, args.baseline)
+        )
         res["server_cpu_s"] = round(bc.cpu_seconds(server.pids) - cpu0, 1)
         res["wall_s"] = round(time.perf_counter() - t0, 1)
     res["setup"] = {"n": n, "window_s": args.window, "page": args.page, "replicas": args.replicas, "store": url.split(":")[0]}

@@ -543,12 +543,12 @@ def test_agreement_covers_every_pair_and_its_sentence_says_what_the_numbers_say(
     a = analyze(m, tok, SENTENCE)
     e = explain(m, tok, a.source.ids, a.out_ids, 1, ig_steps=32, ig_segments=4)
     pairs = e.agreement(1, 0)
-    assert len(pairs) == 10 and {p.a for p in pairs} | {p.b for p in pairs} == set(METHODS)
+    assert len(pairs) == 10 and {p.method_a for p in pairs} | {p.method_b for p in pairs} == set(METHODS)
     scores = e.scores(1, 0)
     for p in pairs:
-        ta, tb = int(np.argmax(np.abs(scores[p.a]))), int(np.argmax(np.abs(scores[p.b])))
+        ta, tb = int(np.argmax(np.abs(scores[p.method_a]))), int(np.argmax(np.abs(scores[p.method_b])))
         assert (p.top_a, p.top_b) == (ta, tb)
-        assert p.rho == pytest.approx(spearman(np.abs(scores[p.a]), np.abs(scores[p.b])))
+        assert p.rho == pytest.approx(spearman(np.abs(scores[p.method_a]), np.abs(scores[p.method_b])))
         assert (" agree on the top word" in p.sentence) == (ta == tb) != ("disagree on the top word" in p.sentence)
         assert f"{p.rho:+.2f}" in p.sentence
     no_ig = explain(m, tok, a.source.ids, a.out_ids, 1, ig_steps=0)
@@ -734,8 +734,8 @@ def test_figures_draw_the_records_numbers(rev):
     np.testing.assert_allclose(np.diag(rho), 1)
     names = agree.layout.meta["methods"]
     for p in e.agreement(0, 1):  # each cell is the pair's own ρ, both ways round
-        i, j = names.index(p.a), names.index(p.b)
-        assert rho[i, j] == rho[j, i] == pytest.approx(0.0 if p.rho is None else p.rho, abs=1e-6), (p.a, p.b)
+        i, j = names.index(p.method_a), names.index(p.method_b)
+        assert rho[i, j] == rho[j, i] == pytest.approx(0.0 if p.rho is None else p.rho, abs=1e-6), (p.method_a, p.method_b)
     lens = layer_lens(m, tok, a.source.ids, a.out_ids, interventions)
     lf = ve.logit_lens_figure(lens)
     np.testing.assert_allclose(np.asarray(lf.data[0].z), lens.top_probs, atol=1e-6)

@@ -25,6 +25,7 @@ from analysis.analyze import analyze
 from analysis.trace import head_trace
 from model.checkpoint import PRETRAINED, load_checkpoint
 from model.settings import Interventions
+from viz.tokens import display
 
 ROOT = Path(__file__).resolve().parent.parent
 REVERSE, EN_DE = PRETRAINED / "reverse", PRETRAINED / "en-de"
@@ -278,7 +279,7 @@ def test_next_token(rev, text, step, tau, asked):
     e = ex.next_token_exercise(s, temperature=tau, asked=asked)
     p = np.array([c[2] for c in s.candidates[: ex.SHOWN_LOGITS]])
     z = np.array(e.table["logit"])
-    assert e.table["piece"] == [c[0] for c in s.candidates[: ex.SHOWN_LOGITS]]
+    assert e.table["piece"] == [ex.shown(c[0]) for c in s.candidates[: ex.SHOWN_LOGITS]]
     np.testing.assert_allclose(z, rounded(np.log(p) - np.log(p).max() + ex.LOGIT_TOP))  # the logits' differences, rounded
     np.testing.assert_allclose(np.exp(z - z.max()), p / p.max(), rtol=0.02, atol=1e-3)
 
@@ -465,3 +466,9 @@ def test_a_class_result_counts_right_answers_and_the_most_common_mistake():
     texts = [ex.answer_text({"future": [1, 2]}), ex.answer_text({"future": [2, 1], "window": []}), ex.answer_text({}), "{"]
     got = ex.class_result(m, texts)
     assert (got.n, got.share_correct, got.most_common) == (4, 0.5, "future_unmasked")
+
+
+@settings(deadline=None)
+@given(st.text(max_size=8))
+def test_tokens_are_shown_as_the_figures_show_them(token):
+    assert ex.shown(token) == display([token])[0]

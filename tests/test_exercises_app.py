@@ -107,7 +107,7 @@ def test_exercises_page(model, kind):
 @pytest.mark.parametrize("model", HAVE)
 @pytest.mark.parametrize(
     "step, hidden_chart",
-    [("scale", "Scores q"), ("mask", "Scores q"), ("softmax", "Softmax weights"), ("weighted_sum", "Head output")],
+    [("scale", "Scores q"), ("mask", "keys K"), ("softmax", "Softmax weights"), ("weighted_sum", "Head output")],
 )
 def test_your_turn_on_the_head_page_hides_the_stage_until_answered(model, step, hidden_chart):
     at = open_page("head", model, kind="dec_self", layer=1, head=1, query=2)

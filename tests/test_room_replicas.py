@@ -33,7 +33,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 
 from classroom.store import open_store  # noqa: E402
 
-FIRST, NEW = " a b c d", " z y x w v"
+FIRST, NEW = " q r s", " z y x w v"  # neither is one of the examples (the picker lists those on every page)
 
 
 @contextlib.contextmanager
@@ -51,8 +51,9 @@ def replica(i: int, env: dict):
             stop(proc)
 
 
-async def follow(port: int, code: str, changed: asyncio.Event, timeout: float = 120) -> tuple[bool, bool]:
-    """One student on ``port``: (its first screen showed FIRST, a later poll brought NEW after ``changed``)."""
+async def follow(port: int, code: str, ready: list, changed: asyncio.Event, timeout: float = 120) -> tuple[bool, bool]:
+    """One student on ``port``: (its first screen showed FIRST, a later poll brought NEW after ``changed``); it adds
+    itself to ``ready`` once its first screen is drawn."""
     query, page_hash, fragment, interval = urllib.parse.urlencode({"room": code}), "", "", 1.5
     async with websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream", subprotocols=["streamlit"], max_size=None) as ws:
 
@@ -76,7 +77,9 @@ async def follow(port: int, code: str, changed: asyncio.Event, timeout: float = 
                 elif kind == "script_finished" and fm.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN:
                     return seen
 
-        first = FIRST.encode() in await run()
+        screen = await run()
+        first = FIRST.encode() in screen and NEW.encode() not in screen
+        ready.append(port)
         await changed.wait()
         end = time.monotonic() + 60
         while time.monotonic() < end:
@@ -103,11 +106,12 @@ def test_a_room_spans_both_replicas_behind_nginx(tmp_path):
         code, secret = store.create({"page": "attention", "sentence": FIRST, "model": "reverse"})
 
         async def lesson():
-            changed = asyncio.Event()
-            students = [asyncio.create_task(follow(p, code, changed)) for p in [*ports, proxy_port]]
-            await asyncio.sleep(0)
-            # the teacher's change, once every student has its first screen (each waits on ``changed`` after it)
-            await asyncio.sleep(15)
+            changed, ready = asyncio.Event(), []
+            students = [asyncio.create_task(follow(p, code, ready, changed)) for p in [*ports, proxy_port]]
+            end = time.monotonic() + 180
+            while len(ready) < len(students) and time.monotonic() < end:  # every student has its first screen
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(2)  # and polls
             store.publish(code, secret, store.room(code).view | {"sentence": NEW})
             changed.set()
             return await asyncio.gather(*students)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
+from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 from model.checkpoint import load_checkpoint
 from model.tokenizer import TiktokenTokenizer
 from model.transformer import Transformer, TransformerConfig
+from training.config import TrainConfig
 from training.corpora import default_data_dir, encode_pairs, pad_batch, read_pairs, split_file, token_batches
 from training.train import load_data, load_state, lr_at, main, parse_args, reverse_pairs, save_state
 
@@ -414,3 +417,60 @@ def test_british_corpus_adds_the_american_spelled_pairs_n_times_spelled_the_brit
         with pytest.raises(SystemExit):
             parse_args([*no_swap, "--out", str(tmp_path / "x"), flag, "1"])
         assert "need --entity-swap" in capsys.readouterr().err
+
+
+# -- training/config.py: TrainConfig from a TOML file, flags on top --------------------------------------------------
+
+
+def test_a_config_file_gives_the_options_and_a_flag_overrides_it(tmp_path):
+    (tmp_path / "stage.toml").write_text(
+        'corpus = ["multi30k:1.0", "tatoeba:2.0"]\nlr = 5e-5\nout = "runs/x"\nentity_dates = true\n'
+        "[transforms.entities]\np = 0.7\nsplice = 0.3\n[transforms.dates]\ncorpus = 20\n"
+    )
+    config = parse_args(["--config", str(tmp_path / "stage.toml"), "--lr", "3e-4", "--corpus", "tatoeba"])
+    assert config.lr == 3e-4 and config.out == "runs/x" and config.corpus == ("tatoeba",)  # a flag list replaces
+    assert config.entity_swap == 0.7 and config.entity_splice == 0.3 and config.date_corpus == 20
+    assert config == replace(TrainConfig.from_toml(tmp_path / "stage.toml"), lr=3e-4, corpus=("tatoeba",))
+    assert parse_args(config.to_args()) == config  # the flags a config prints give it back
+
+
+def test_the_old_flags_parse_as_before(tmp_path):
+    """Every flag train.py took keeps its name, type and default (the same namespace values as the flags gave)."""
+    config = parse_args(
+        ["--out", "o", "--corpus", "a:2", "--corpus", "b", "--post-ln", "--no-bf16", "--cudnn-attention", "--epochs", "3"]
+        + ["--entity-swap", "0.5", "--british-spelling", "0.5", "--negation-corpus", "2", "--val-limit", "7"]
+    )
+    assert config.corpus == ("a:2", "b") and config.post_ln and config.bf16 is False and config.cudnn_attention
+    assert config.epochs == 3 and config.entity_swap == 0.5 and config.negation_corpus == 2 and config.val_limit == 7
+    assert parse_args(["--out", "o"]) == TrainConfig(out="o") and TrainConfig().bf16 is None and TrainConfig().lr == 1e-3
+
+
+@pytest.mark.parametrize(
+    ("toml", "named"),
+    [
+        ("learning_rate = 1e-3\n", "learning_rate"),
+        ("[transforms.entities]\nsplise = 0.3\n", "transforms.entities.splise"),
+        ("[transforms.weather]\nrain = 1\n", "transforms.weather"),
+        ("entity_swap = 1.5\n", "entity_swap must be in"),
+        ("lr = 0\n", "lr must be > 0"),
+        ("task = 'sort'\n", "task must be one of"),
+        ("entity_swap = 0.5\n[transforms.entities]\np = 0.5\n", "both as a field and in a transforms table"),
+    ],
+)
+def test_a_config_file_with_an_unknown_key_or_a_bad_value_is_refused_by_name(tmp_path, capsys, toml, named):
+    (tmp_path / "bad.toml").write_text(toml)
+    with pytest.raises(ValueError, match=re.escape(named)):
+        TrainConfig.from_toml(tmp_path / "bad.toml")
+    with pytest.raises(SystemExit):
+        parse_args(["--config", str(tmp_path / "bad.toml"), "--out", "o"])
+    assert named in capsys.readouterr().err
+
+
+def test_a_config_is_frozen_and_needs_an_out_folder(tmp_path, capsys):
+    config = TrainConfig(out="o", corpus=["a", "b"])
+    assert config.corpus == ("a", "b")  # lists become tuples
+    with pytest.raises(FrozenInstanceError):
+        config.lr = 1.0
+    with pytest.raises(SystemExit):
+        parse_args(["--lr", "1e-3"])
+    assert "--out is required" in capsys.readouterr().err

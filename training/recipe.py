@@ -38,6 +38,7 @@ from typing import Any
 from training.config import TrainConfig, flatten
 from training.corpora import data_root
 
+ROOT = Path(__file__).resolve().parent.parent  # the repository: where ``python -m training.train`` runs
 KINDS = ("train", "average", "distill")
 STEP_KEYS = {
     "train": {"name", "kind", "ran_on", "minutes", "note", "config"},
@@ -162,12 +163,12 @@ def link_corpora(root: str | Path, data: str | Path) -> None:
 
 
 def run(lines: list[list[str]]) -> None:
-    """Run each command line in order, here (``python`` as this interpreter, ``PYTHONHASHSEED`` fixed at 0). Raises
-    subprocess.CalledProcessError at the first that fails."""
+    """Run each command line in order from the repository root (``python`` as this interpreter, ``PYTHONHASHSEED``
+    fixed at 0; give absolute paths). Raises subprocess.CalledProcessError at the first that fails."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     for line in lines:
         print("+ " + shlex.join(line), flush=True)
-        subprocess.run([sys.executable, *line[1:]], check=True, env=env)
+        subprocess.run([sys.executable, *line[1:]], check=True, env=env, cwd=ROOT)
 
 
 def main(argv: list[str] | None = None) -> Path | None:
@@ -196,6 +197,8 @@ def main(argv: list[str] | None = None) -> Path | None:
     else:
         Path("runs").mkdir(exist_ok=True)
         out = tempfile.mkdtemp(prefix="replay-", dir="runs")
+    if not args.dry_run:  # the commands run from the repository root
+        out, root = str(Path(out).resolve()), str(Path(root).resolve())
     lines = commands(recipe, out, root)
     if args.dry_run:
         print("\n".join(shlex.join(line) for line in lines))

@@ -120,5 +120,5 @@ def methods(e: Explanation, layer: int, head: int | None, key: str, *, place=sho
     place(ve.methods_figure(e, layer, head), key)
     completeness_note(e)
     other = IG if e.ig is not None else GRAD_INPUT
-    best = next(p for p in e.agreement(layer, head) if (p.a, p.b) == (ATTENTION, other))
+    best = next(p for p in e.agreement(layer, head) if (p.method_a, p.method_b) == (ATTENTION, other))
     st.markdown(f"**{md_escape(best.sentence)}**")

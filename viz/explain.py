@@ -249,7 +249,7 @@ def agreement_figure(e: Explanation, layer: int, head: int | None = None, *, tit
     text = [["1" if i == j else "" for j in range(M)] for i in range(M)]
     why = [["the same method" if i == j else "" for j in range(M)] for i in range(M)]
     for p in pairs:
-        i, j = names.index(p.a), names.index(p.b)
+        i, j = names.index(p.method_a), names.index(p.method_b)
         for r, c in ((i, j), (j, i)):
             rho[r, c] = 0.0 if p.rho is None else p.rho
             text[r][c] = "n/a" if p.rho is None else f"{p.rho:+.2f}"
@@ -285,7 +285,7 @@ def agreement_figure(e: Explanation, layer: int, head: int | None = None, *, tit
 
 def agreement_table(e: Explanation, layer: int, head: int | None = None) -> pd.DataFrame:
     """One row per pair of methods: the two, ρ (None where not defined) and the sentence in plain words."""
-    rows = [(p.a, p.b, None if p.rho is None else round(p.rho, 3), p.sentence) for p in e.agreement(layer, head)]
+    rows = [(p.method_a, p.method_b, None if p.rho is None else round(p.rho, 3), p.sentence) for p in e.agreement(layer, head)]
     return pd.DataFrame(rows, columns=["method", "and method", "Spearman ρ", "in words"])
 
 

@@ -121,18 +121,21 @@ def render(ctx: state.Ctx) -> None:
         st.markdown(f"The row of the residual stream at the query ({D} numbers); post-LN: it goes into attention as it is.")
     show(vh.input_figure(t), "head_input")
 
+    turn = exercises.head_turn(ctx, t, interventions)  # "Your turn": the stage's numbers wait for the answer
+
     st.subheader("2 · q, K and V: three projections")
     st.markdown(
         f"q = x W^Q, k_j = x_j W^K, v_j = x_j W^V (plus a bias each): this head's {Dh} of the {D} columns of each "
         f"projection (d_head = d_model / h = {D} / {H}). One q for the query, a k and a v for every key, computed from "
         + ("the encoder memory (the source)." if kind == "cross" else "the same layer's input rows.")
     )
+    if turn and turn.at("mask"):  # the key rows below name the masked keys
+        return
     c1, c2 = st.columns(2)
     with c1:
         show(vh.kv_figure(t, "k"), "head_keys")
     with c2:
         show(vh.kv_figure(t, "v"), "head_values")
-    turn = exercises.head_turn(ctx, t, interventions)  # "Your turn": the stage's numbers wait for the answer
 
     st.subheader("3 · Scores, scaled, masked")
     scale = f"√{Dh} = {math.sqrt(Dh):.3g}" + (f", times τ = {t.temperature:g}" if t.temperature != 1 else "")
@@ -140,7 +143,7 @@ def render(ctx: state.Ctx) -> None:
         f"One row of QKᵀ: the dot product q·k_j with every key, divided by √d_k ({scale}) so the softmax does not "
         "saturate as d_k grows (eq. 1). Keys the query may not read get −∞, so the softmax gives them weight 0."
     )
-    if turn and turn.at("scale", "mask"):
+    if turn and turn.at("scale"):
         return
     show(vh.scores_figure(t), "head_scores")
     if turn and turn.at("softmax"):

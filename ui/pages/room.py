@@ -10,6 +10,7 @@ import io
 import urllib.parse
 
 import numpy as np
+import pandas as pd
 import segno
 import streamlit as st
 
@@ -144,6 +145,25 @@ def teacher(m: room.Membership, frame: state.Frame) -> None:
                 room.results(m, q)
 
 
+def preview(ctx: state.Ctx) -> None:
+    """Before a class: the questions this view would ask, with the model's answers (a table and its CSV)."""
+    st.subheader("Questions you can ask about this view")
+    rows = []
+    for build in (question_next, question_source, lambda c: question_mask(c, 0)):
+        prompt, options, truth = build(ctx)
+        rows.append({"question": prompt, "options": " | ".join(options), "model's answer": truth["best"]})
+    table = pd.DataFrame(rows)
+    st.dataframe(table, hide_index=True)
+    st.download_button(
+        "Download these questions (CSV)",
+        data=table.to_csv(index=False),
+        file_name="room-questions.csv",
+        mime="text/csv",
+        on_click="ignore",
+        key="room_preview_csv",
+    )
+
+
 def join_form() -> None:
     st.subheader("Join a class")
     code = st.text_input("Join code", key=keys.ROOM_JOIN_CODE, max_chars=12, placeholder="e.g. K7QM2X")
@@ -166,6 +186,8 @@ def page(frame: state.Frame) -> None:
         join_form()
         if note := st.session_state.pop(keys.ROOM_NOTE, None):
             st.warning(note)
+        if (ctx := state.page_context(frame)) is not None:
+            preview(ctx)
         return
     if m.teacher:
         teacher(m, frame)
