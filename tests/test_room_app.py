@@ -125,3 +125,18 @@ def test_a_rejoining_seat_keeps_its_answer_and_a_wrong_code_is_refused(store):
     forged = app("translate", room=code, teach="x" * 32)
     assert not forged.session_state[keys.ROOM_SESSION].teacher
     assert keys.TEACH not in forged.query_params
+
+
+def test_typed_answers_show_as_text_in_the_chart_and_the_csv(store):
+    code, secret = store.create({"page": "translate"})
+    q = store.ask(code, secret, "next", "Which word comes next?", ["ich", "du"], {"probs": [0.7, 0.3], "best": "ich"})
+    evil = "<a href='https://x.test'>=1+1</a>"
+    store.answer(code, q.id, codes.new_seat(), evil, "=cmd|' /C calc'!A0")
+    store.reveal(code, secret, q.id)
+    q = store.question(code, q.id)
+    fig = room.figure(q, store.answers(code, q.id))
+    labels = list(fig.data[0].x)
+    assert labels[:2] == ["ich", "du"] and labels[2].startswith("&lt;a href=") and "<" not in labels[2]
+    assert list(fig.data[1].y) == [0.7, 0.3], "the reveal stands the model's probabilities beside the class"
+    csv = room.export_csv(room.Membership(code, secret=secret))
+    assert "'=cmd" in csv and "\n=cmd" not in csv and ",=cmd" not in csv, "no cell starts a spreadsheet formula"

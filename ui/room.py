@@ -11,6 +11,7 @@ published, the live question). The store is ``classroom.store.open_store()`` (SQ
 from __future__ import annotations
 
 import csv
+import html
 import io
 import logging
 import threading
@@ -314,7 +315,9 @@ def student_question(m: Membership, q: Question) -> None:
         st.caption("Your answer: " + (md_escape(mine) if mine else "none") + ". The model's answer:")
         results(m, q)
         return
-    pick = st.pills("Your answer", q.options, key=f"{keys.ROOM_PICK}_{q.id}", label_visibility="collapsed")
+    pick = st.pills(  # labels are Markdown there: escaped, a token shows as itself
+        "Your answer", q.options, key=f"{keys.ROOM_PICK}_{q.id}", format_func=md_escape, label_visibility="collapsed"
+    )
     typed = ""
     if q.kind == "next":
         typed = st.text_input("…or type a word", key=f"{keys.ROOM_TYPED}_{q.id}", max_chars=codes.MAX_ANSWER)
@@ -344,11 +347,13 @@ def figure(q: Question, answers) -> go.Figure:
     """The class's answers as bars (share of the class); after the reveal, the model's answer beside them."""
     labels, counts = tally(q, answers)
     n = max(1, sum(counts))
-    fig = go.Figure(go.Bar(x=labels, y=[c / n for c in counts], name=f"class ({sum(counts)} answers)", text=counts))
+    # plotly reads tags and entities in labels (<a href>, <b>): a typed answer is escaped, so it shows as typed
+    x = [html.escape(w) for w in labels]
+    fig = go.Figure(go.Bar(x=x, y=[c / n for c in counts], name=f"class ({sum(counts)} answers)", text=counts))
     truth = q.truth.get("probs") or q.truth.get("weights")
     if q.revealed and truth:
         name = "model probability" if q.kind == "next" else "head's weight"
-        fig.add_bar(x=list(q.options), y=truth, name=name, text=[f"{p:.2f}" for p in truth])
+        fig.add_bar(x=x[: len(q.options)], y=truth, name=name, text=[f"{p:.2f}" for p in truth])
     fig.update_layout(
         barmode="group",
         showlegend=True,
