@@ -135,10 +135,13 @@ class Loaded:
 
 def load_tokenizer(folder: str | Path) -> PieceTokenizer:
     """The tokenizer of a checkpoint folder: ``SentencePieceTokenizer`` if it holds ``source.spm`` (an imported
-    OPUS-MT model), else ``TiktokenTokenizer`` (tiktoken pieces). Errors as the two ``load`` methods raise them."""
+    OPUS-MT model, whose decoder starts from config.json's ``bos_id``: Marian's ``decoder_start_token_id``), else
+    ``TiktokenTokenizer`` (tiktoken pieces). Errors as the two ``load`` methods raise them, and ``json`` for an
+    unreadable config.json."""
     p = Path(folder)
     if (p / "source.spm").is_file():
-        return SentencePieceTokenizer.load(p / "vocab.json")
+        config = json.loads((p / "config.json").read_text()) if (p / "config.json").is_file() else {}
+        return SentencePieceTokenizer.load(p / "vocab.json", bos_id=config.get("bos_id"))
     return TiktokenTokenizer.load(p / "vocab.json")
 
 

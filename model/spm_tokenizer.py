@@ -12,7 +12,7 @@ Text is cut by the SentencePiece model of its side, and each piece's id is looke
 (``<unk>`` where it is missing, as ``MarianTokenizer`` does: its ids are not the SentencePiece ids). A leading
 language code such as ``>>fra<<`` (multilingual targets) is one piece of its own. The encoder's input ends
 with ``</s>`` (the caller appends ``eos_id``); the decoder starts from ``<pad>``, Marian's
-``decoder_start_token_id``, so ``bos_id`` is the pad id.
+``decoder_start_token_id`` (``bos_id``: the checkpoint's config says which; the pad id unless told).
 
 What the pages show: ``piece_text`` is the piece as ``MarianTokenizer.convert_ids_to_tokens`` writes it
 (``"▁Hund"``, ``"</s>"``), and ``Piece.origin_id`` is the piece's id in the SentencePiece model of its side
@@ -73,6 +73,7 @@ class SentencePieceTokenizer:
         unk: str = "<unk>",
         eos: str = "</s>",
         pad: str = "<pad>",
+        bos_id: int | None = None,
     ):
         ids = sorted(vocab.values())
         if ids != list(range(len(ids))):
@@ -89,7 +90,10 @@ class SentencePieceTokenizer:
             self.piece_of[i] = piece
         self.unk, self.eos, self.pad = unk, eos, pad
         self.unk_id, self.eos_id, self.pad_id = vocab[unk], vocab[eos], vocab[pad]
-        self.bos_id = self.pad_id  # Marian's decoder_start_token_id: the decoder reads <pad> first
+        # Marian's decoder_start_token_id (the checkpoint's config.json ``bos_id``): <pad> in every OPUS-MT model
+        self.bos_id = self.pad_id if bos_id is None else int(bos_id)
+        if not 0 <= self.bos_id < len(ids):
+            raise ValueError(f"bos_id {self.bos_id} is not an id of the vocabulary (0 .. {len(ids) - 1})")
         self.specials = frozenset((self.unk_id, self.eos_id, self.pad_id))
 
     @property
@@ -103,8 +107,9 @@ class SentencePieceTokenizer:
 
     # -- files --------------------------------------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | Path) -> SentencePieceTokenizer:
+    def load(cls, path: str | Path, *, bos_id: int | None = None) -> SentencePieceTokenizer:
         """Read ``vocab.json`` at ``path`` and source.spm, target.spm (and tokenizer_config.json, if any) beside it.
+        ``bos_id``: the decoder's first input (the checkpoint config's ``bos_id``); None: the pad id.
 
         Raises:
             FileNotFoundError: if a file is missing. ValueError: if one is not what it should be (not JSON, not a
@@ -127,7 +132,7 @@ class SentencePieceTokenizer:
         names = {k: conf.get(f"{k}_token", d) for k, d in (("unk", "<unk>"), ("eos", "</s>"), ("pad", "<pad>"))}
         if not all(isinstance(v, str) for v in names.values()):
             raise ValueError(f"{CONFIG_FILE}: the special tokens must be strings, got {names}")
-        return cls((folder / "source.spm").read_bytes(), (folder / "target.spm").read_bytes(), vocab, **names)
+        return cls((folder / "source.spm").read_bytes(), (folder / "target.spm").read_bytes(), vocab, **names, bos_id=bos_id)
 
     def save(self, path: str | Path) -> None:
         """Write ``vocab.json`` at ``path`` and source.spm, target.spm beside it (what ``load`` reads back)."""

@@ -431,6 +431,8 @@ def test_the_decoder_starts_from_decoder_start_token_id(tokenizer_dir, tmp_path)
     original = ms.build_marian(folder, decoder_start_token_id=start)
     loaded = import_marian(folder, tmp_path / "imported")
     assert (loaded.model.cfg.bos_id, loaded.model.cfg.pad_id) == (start, vocab["<pad>"])
+    # The tokenizer agrees (training reads it), also when the folder is opened again.
+    assert loaded.tokenizer.bos_id == load_checkpoint(tmp_path / "imported").tokenizer.bos_id == start
     hf_tok = MarianTokenizer.from_pretrained(str(folder))
     for text in INPUTS:
         ids = hf_tok(text).input_ids
