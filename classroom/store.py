@@ -515,4 +515,17 @@ def open_store(url: str | None = None) -> RoomStore:
         return SqliteRoomStore(url.removeprefix("sqlite:///"))
     if url:
         raise ValueError("ATTN_ROOM_STORE must be redis://HOST:PORT/DB or sqlite:///PATH")
-    return SqliteRoomStore(DATA_DIR / "rooms.sqlite3")
+    return SqliteRoomStore(default_path())
+
+
+def default_path() -> Path:
+    """``rooms.sqlite3`` in the data folder, or, where that folder cannot be written (deploy/Dockerfile's image: the
+    code is root's), in ``~/.local/share/attention-explorer``. Raises ``OSError`` if neither can be."""
+    for folder in (DATA_DIR, Path.home() / ".local" / "share" / "attention-explorer"):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(folder, os.W_OK):
+            return folder / "rooms.sqlite3"
+    raise OSError("no writable folder for the rooms' database: set ATTENTION_EXPLORER_DATA or ATTN_ROOM_STORE")

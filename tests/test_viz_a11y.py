@@ -245,3 +245,14 @@ def test_theme_and_figure_text_contrast_at_least_4_5():
     assert contrast(vc.TEMPLATE["layout"]["font"]["color"], "#ffffff") >= 4.5  # axis and tick text
     assert contrast("#444444", "#ffffff") >= 4.5  # tile labels (vc.tile_label)
     assert vc.tile_label(0, 0, "x")["font"]["color"] == "#444"
+
+
+def test_substituted_pieces_are_hatched_as_well_as_orange():
+    from analysis.records import EncoderDistance
+    from viz.compare import distance_figure
+
+    same = np.array([True, False, True])
+    d = EncoderDistance([" a", " b", " c"], [" a", " x", " c"], [(0, 0), (1, 1), (2, 2)], np.ones(3, np.float32), same, True, 1.0)
+    fig = distance_figure(d)
+    assert list(fig.data[0].marker.pattern.shape) == ["", "/", ""]
+    assert "hatched orange bars are substituted pieces" in alt_of(fig)

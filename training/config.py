@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from training.transforms import fields_of
+
 RUN_ONLY = ("resume", "quiet")  # how one run behaves, not what it trains: not recorded in metrics.json's args
 
 
@@ -333,8 +335,6 @@ FIELDS = frozenset(f.name for f in dataclasses.fields(TrainConfig))
 def flatten(values: dict[str, Any], *, source: str = "the config") -> dict[str, Any]:
     """``values`` with its ``transforms`` table (``{NAME: {option: value}}``) unfolded into ``TrainConfig`` fields.
     Raises ValueError naming each key that is neither a field nor a registered transform's option."""
-    from training.transforms import fields_of
-
     values = dict(values)
     out: dict[str, Any] = {}
     unknown = [k for k in values if k not in FIELDS and k != "transforms"]
@@ -351,14 +351,12 @@ def flatten(values: dict[str, Any], *, source: str = "the config") -> dict[str, 
     return {**values, **out}
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(description: str | None = None) -> argparse.ArgumentParser:
     """The argument parser of ``python -m training.train``: ``--config FILE`` and one flag per ``TrainConfig`` field,
     each defaulting to "not given" so that only the flags typed override the file."""
-    import training.train
-
     ap = argparse.ArgumentParser(
         prog="python -m training.train",
-        description=training.train.__doc__,
+        description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         argument_default=argparse.SUPPRESS,
     )
@@ -375,10 +373,10 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def parse_config(argv: list[str] | None = None) -> TrainConfig:
+def parse_config(argv: list[str] | None = None, description: str | None = None) -> TrainConfig:
     """``TrainConfig`` from the command line: the ``--config`` file's values, then the flags given. Exits (argparse's
     usage error, status 2) for an unknown flag or key, a bad value or a missing ``--out``."""
-    ap = parser()
+    ap = parser(description)
     given = vars(ap.parse_args(argv))
     path = given.pop("config", None)
     try:

@@ -133,12 +133,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--src-lang", default="en")
     ap.add_argument("--tgt-lang", default="de")
     ap.add_argument("--threads", type=int, default=1)
-    a = ap.parse_args(argv)
-    source_dir = corpus_dir(a.corpus, a.data_root)
-    out = Path(a.out)
+    args = ap.parse_args(argv)
+    source_dir = corpus_dir(args.corpus, args.data_root)
+    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if a.merge:
-        res = merge(source_dir, out, a.src_lang, a.tgt_lang, only_distilled=a.only_distilled)
+    if args.merge:
+        res = merge(source_dir, out, args.src_lang, args.tgt_lang, only_distilled=args.only_distilled)
         print(
             f"{out}: {res['lines']} training pairs, {res['distilled']} with the teacher's target ({res['changed']} differ from the reference)"
         )
@@ -147,11 +147,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     from model.checkpoint import load_checkpoint
 
-    torch.set_num_threads(a.threads)
-    shard, shards = parse_shard(a.shard)
-    sources = read_lines(split_file(source_dir, "train", a.src_lang))
+    torch.set_num_threads(args.threads)
+    shard, shards = parse_shard(args.shard)
+    sources = read_lines(split_file(source_dir, "train", args.src_lang))
     n = generate(
-        load_checkpoint(a.model), sources, chosen_indices(len(sources), a.every, shard, shards), out / f"beam.{shard}.tsv"
+        load_checkpoint(args.model), sources, chosen_indices(len(sources), args.every, shard, shards), out / f"beam.{shard}.tsv"
     )
     return {"generated": n}
 

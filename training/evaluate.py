@@ -88,35 +88,37 @@ def score(hyps: list[str], refs: list[str]) -> dict:
     }
 
 
-def eval_sets(a) -> list[tuple[str, list[tuple[str, str]]]]:
-    """The (name, sentence pairs) to score for the parsed arguments ``a``.
+def eval_sets(args) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The (name, sentence pairs) to score for the parsed arguments ``args``.
 
     Raises SystemExit with a hint when a corpus or split is missing.
     """
     try:
-        if a.all:
-            root = Path(a.data_root) if a.data_root else data_root()
+        if args.all:
+            root = Path(args.data_root) if args.data_root else data_root()
             if root is None:
                 raise FileNotFoundError("no data root: set $ATTN_DATA_ROOT or pass --data-root")
-            names = sorted(p.name for p in root.iterdir() if p.is_dir() and test_splits(p, a.src_lang))
-            return [(f"{n}/{s}", _pairs(root / n, s, a)) for n in names for s in test_splits(root / n, a.src_lang)]
-        if a.corpus:
+            names = sorted(p.name for p in root.iterdir() if p.is_dir() and test_splits(p, args.src_lang))
+            return [(f"{n}/{s}", _pairs(root / n, s, args)) for n in names for s in test_splits(root / n, args.src_lang)]
+        if args.corpus:
             out = []
-            for n in a.corpus:
-                d = corpus_dir(n, a.data_root)
-                splits = {"dev": [dev_split(d, a.src_lang)], "test": test_splits(d, a.src_lang)}.get(a.split, [a.split])
-                out += [(f"{n}/{s}", _pairs(d, s, a)) for s in splits]
+            for n in args.corpus:
+                d = corpus_dir(n, args.data_root)
+                splits = {"dev": [dev_split(d, args.src_lang)], "test": test_splits(d, args.src_lang)}.get(
+                    args.split, [args.split]
+                )
+                out += [(f"{n}/{s}", _pairs(d, s, args)) for s in splits]
             return out
-        d = a.data or default_data_dir()
+        d = args.data or default_data_dir()
         if d is None:
             raise FileNotFoundError("no data: pass --corpus NAME, --data DIR or --all")
-        return [(a.split, _pairs(d, a.split, a))]
+        return [(args.split, _pairs(d, args.split, args))]
     except FileNotFoundError as e:
         raise SystemExit(str(e)) from None
 
 
-def _pairs(folder, split: str, a) -> list[tuple[str, str]]:
-    return read_pairs(split_file(folder, split, a.src_lang), split_file(folder, split, a.tgt_lang))[: a.limit]
+def _pairs(folder, split: str, args) -> list[tuple[str, str]]:
+    return read_pairs(split_file(folder, split, args.src_lang), split_file(folder, split, args.tgt_lang))[: args.limit]
 
 
 @torch.inference_mode()
@@ -156,13 +158,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--device", default=None)
     ap.add_argument("--no-save", action="store_true", help="do not write metrics.json")
     ap.add_argument("--hyps-out", help="write the last beam (else greedy) hypotheses to this file")
-    a = ap.parse_args(argv)
-    if a.split is None:
-        a.split = "dev" if a.corpus else "test_2016_flickr"
-    sets = eval_sets(a)
-    loaded = load_checkpoint(a.model, a.device)
-    runs = [] if a.beam_only else [("greedy", 1)]
-    runs += [] if a.greedy_only else [(f"beam{a.beam_size}", a.beam_size)]
+    args = ap.parse_args(argv)
+    if args.split is None:
+        args.split = "dev" if args.corpus else "test_2016_flickr"
+    sets = eval_sets(args)
+    loaded = load_checkpoint(args.model, args.device)
+    runs = [] if args.beam_only else [("greedy", 1)]
+    runs += [] if args.greedy_only else [(f"beam{args.beam_size}", args.beam_size)]
     results: dict[str, dict] = {}
     mixed: dict[str, tuple[list[str], list[str]]] = {name: ([], []) for name, _ in runs}
     for set_name, pairs in sets:
@@ -170,26 +172,26 @@ def main(argv=None) -> dict:
         res = results[set_name] = {"sentences": len(pairs)}
         for name, beam in runs:
             t0 = time.time()
-            hyps = translate(loaded, srcs, beam_size=beam, alpha=a.alpha, early_stop=a.early_stop)
+            hyps = translate(loaded, srcs, beam_size=beam, alpha=args.alpha, early_stop=args.early_stop)
             s = score(hyps, refs) | {"seconds": round(time.time() - t0, 1)}
             s["length_ratio"] = round(sum(len(h.split()) for h in hyps) / max(1, sum(len(r.split()) for r in refs)), 3)
             if beam > 1:
-                s |= {"beam_size": beam, "alpha": a.alpha, "early_stop": a.early_stop}
-            if a.hyps_out:
-                Path(a.hyps_out).write_text("\n".join(hyps) + "\n")
+                s |= {"beam_size": beam, "alpha": args.alpha, "early_stop": args.early_stop}
+            if args.hyps_out:
+                Path(args.hyps_out).write_text("\n".join(hyps) + "\n")
             mixed[name][0].extend(hyps)
             mixed[name][1].extend(refs)
             res[name] = s
             print(f"{set_name} [{name}] {s['bleu_line']}")
             print(f"{set_name} [{name}] {s['chrf_line']}")
-    if len(sets) > 1 and not a.all:  # a dev mix: the score the beam settings are chosen on
+    if len(sets) > 1 and not args.all:  # a dev mix: the score the beam settings are chosen on
         for name, (hyps, refs) in mixed.items():
             s = score(hyps, refs)
             results.setdefault("mix", {"sets": [n for n, _ in sets]})[name] = s
             print(f"mix [{name}] {s['bleu_line']}")
     print(f"signature: {next(iter(results.values()))[runs[0][0]]['bleu_signature']}")
-    if not a.no_save:
-        mpath = Path(a.model) / "metrics.json"
+    if not args.no_save:
+        mpath = Path(args.model) / "metrics.json"
         metrics = json.loads(mpath.read_text()) if mpath.exists() else {}
         for set_name, res in results.items():
             if set_name != "mix":

@@ -181,47 +181,53 @@ def bf16_is_fast() -> bool:
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
     """The run's ``TrainConfig``: ``--config FILE.toml`` if given, the flags on top (``training.config.parse_config``).
     Exits with argparse's usage error (status 2) for a bad flag, key or value."""
-    return parse_config(argv)
+    return parse_config(argv, description=__doc__)
 
 
-def load_data(a: TrainConfig) -> tuple[list[Corpus], list[Corpus]]:
-    """Training corpora and validation corpora for ``a``: the training pairs as the transforms leave them before
+def load_data(config: TrainConfig) -> tuple[list[Corpus], list[Corpus]]:
+    """Training corpora and validation corpora for ``config``: the training pairs as the transforms leave them before
     training (``training.transforms.prepare``: with ``--drop-context-times`` without the pairs that move a clock time
     12 hours for a reason outside the pair, with ``--times-as-typed`` their German clock times written as the English
     types them), the validation pairs as they are.
 
     Raises SystemExit with a hint when no data is found.
     """
-    train, val = _load_corpora(a)
-    return transforms.prepare(a, train), val
+    train, val = _load_corpora(config)
+    return transforms.prepare(config, train), val
 
 
-def _load_corpora(a) -> tuple[list[Corpus], list[Corpus]]:
+def _load_corpora(config) -> tuple[list[Corpus], list[Corpus]]:
     """``load_data`` before any pair is left out."""
-    if a.task == "reverse":
-        return [Corpus("reverse", reverse_pairs(a.train_size, a.seed))], [Corpus("reverse", reverse_pairs(200, a.seed + 1))]
-    if a.train_src:
-        train = read_pairs(a.train_src, a.train_tgt)
-        val = read_pairs(a.val_src, a.val_tgt) if a.val_src else train[-500:]
+    if config.task == "reverse":
+        return [Corpus("reverse", reverse_pairs(config.train_size, config.seed))], [
+            Corpus("reverse", reverse_pairs(200, config.seed + 1))
+        ]
+    if config.train_src:
+        train = read_pairs(config.train_src, config.train_tgt)
+        val = read_pairs(config.val_src, config.val_tgt) if config.val_src else train[-500:]
         return [Corpus("train", train)], [Corpus("val", val)]
-    if a.corpus:
-        specs = [parse_corpus_spec(c) for c in a.corpus]
+    if config.corpus:
+        specs = [parse_corpus_spec(c) for c in config.corpus]
         names = [n for n, _ in specs]
-        val_names = a.val_corpus or [n for n in ("multi30k", "tatoeba") if n in names] or names
+        val_names = config.val_corpus or [n for n in ("multi30k", "tatoeba") if n in names] or names
         try:
-            train = [Corpus(n, _pairs(corpus_dir(n, a.data_root), "train", a), w) for n, w in specs]
-            val = [Corpus(n, _pairs(d, dev_split(d, a.src_lang), a)) for n in val_names for d in [corpus_dir(n, a.data_root)]]
+            train = [Corpus(n, _pairs(corpus_dir(n, config.data_root), "train", config), w) for n, w in specs]
+            val = [
+                Corpus(n, _pairs(d, dev_split(d, config.src_lang), config))
+                for n in val_names
+                for d in [corpus_dir(n, config.data_root)]
+            ]
         except FileNotFoundError as e:
             raise SystemExit(str(e)) from None
         return train, val
-    d = a.data or default_data_dir()
+    d = config.data or default_data_dir()
     if d is None:
         raise SystemExit("no data: pass --corpus NAME, --data DIR (Multi30k data/task1/raw) or --train-src/--train-tgt")
-    return [Corpus("multi30k", _pairs(d, "train", a))], [Corpus("multi30k", _pairs(d, "val", a))]
+    return [Corpus("multi30k", _pairs(d, "train", config))], [Corpus("multi30k", _pairs(d, "val", config))]
 
 
-def _pairs(folder, split: str, a) -> list[tuple[str, str]]:
-    return read_pairs(split_file(folder, split, a.src_lang), split_file(folder, split, a.tgt_lang))
+def _pairs(folder, split: str, config) -> list[tuple[str, str]]:
+    return read_pairs(split_file(folder, split, config.src_lang), split_file(folder, split, config.tgt_lang))
 
 
 def epoch_examples(train_ex: list[list], weights: list[float], seed: int) -> list[tuple[list[int], list[int]]]:
@@ -259,13 +265,13 @@ def copy_weights(src: Transformer, src_tok: PieceTokenizer, dst: Transformer, ds
     return copied
 
 
-def init_piece_texts(a) -> list[str]:
+def init_piece_texts(config) -> list[str]:
     """The texts of the pieces of ``--init-from``'s vocabulary (``--entity-piece-names`` draws from them).
 
     Raises ValueError without ``--init-from``: a vocabulary built from this stage's data is not known yet."""
-    if not a.init_from:
+    if not config.init_from:
         raise ValueError("--entity-piece-names needs --init-from (its vocabulary's pieces make the names)")
-    tok = TiktokenTokenizer.load(Path(a.init_from) / "vocab.json")
+    tok = TiktokenTokenizer.load(Path(config.init_from) / "vocab.json")
     return [tok.piece_text(i) for i in range(tok.vocab_size)]
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from analysis.records import EncoderDistance
-from viz._common import HIGHLIGHT, MARGIN_MIN, as_array, axis, axis_margin, base_layout, esc, figure, short
+from viz._common import HIGHLIGHT, MARGIN_MIN, as_array, axis, axis_margin, base_layout, esc, figure, plain, short
 from viz.tokens import display
 
 SAME = "#4c78a8"  # a token that is the same piece in both inputs
@@ -48,7 +48,8 @@ def distance_figure(d: EncoderDistance, *, title: str | None = None) -> go.Figur
         type="bar",
         x=np.arange(n),
         y=dist,
-        marker=dict(color=colors),
+        # substituted pieces are hatched as well as orange: not in colour alone (docs/accessibility.md)
+        marker=dict(color=colors, pattern=dict(shape=["" if s else "/" for s in d.same_piece], fgcolor="#3d2a14")),
         hovertext=hover,
         hoverinfo="text",
         customdata=[list(p) for p in d.pairs],
@@ -58,7 +59,7 @@ def distance_figure(d: EncoderDistance, *, title: str | None = None) -> go.Figur
     how = "position by position" if d.by_position else "by matching pieces (difflib)"
     default = (
         "How far each token's encoder output moved from A to B"
-        f"<br><sup>L2 distance of the d_model-vectors, tokens paired {how}; orange: a substituted piece; "
+        f"<br><sup>L2 distance of the d_model-vectors, tokens paired {how}; orange, hatched: a substituted piece; "
         f"dashed: the mean length of a vector ({d.scale:.2f})</sup>"
     )
     peak = max(float(dist.max()) if n else 0.0, d.scale, 1e-6)
@@ -78,6 +79,12 @@ def distance_figure(d: EncoderDistance, *, title: str | None = None) -> go.Figur
         ),
         xaxis=axis(tickmode="array", tickvals=list(range(n)), ticktext=ticks, tickangle=-45 if n > 6 else 0),
         yaxis=axis("distance", range=[0, 1.08 * peak], showgrid=True),
-        meta={"scale": d.scale, "by_position": d.by_position},
+        meta={
+            "scale": d.scale,
+            "by_position": d.by_position,
+            "alt": f"{plain(title) if title else 'How far each token’s encoder output moved from A to B'}: a bar per token "
+            f"pair ({n} bars), the height is the L2 distance; hatched orange bars are substituted pieces (labelled A → B), "
+            f"plain blue bars the same piece; a dashed line marks the mean length of a vector ({d.scale:.2f}).",
+        },
     )
     return figure([bar], layout)
