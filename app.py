@@ -24,11 +24,13 @@ from collections.abc import Callable
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
+import i18n
+from i18n import _
 from model.checkpoint import CheckpointError, Loaded
 from model.settings import DecodeSettings
 from ui import catalog, keys, room, state
 from ui.inputs import decoding_settings, source_box
-from ui.widgets import cut_url_text, md_escape
+from ui.widgets import cut_url_text, md_escape, url_radio
 
 log = logging.getLogger("attention_explorer")
 
@@ -68,7 +70,11 @@ def pick_model(names: list[str]) -> tuple[str, Loaded]:
             log.warning("cannot load %s", e)  # the server log keeps the path; users see the folder's name only
             problems[name] = md_escape(f"{name}: {textwrap.shorten(e.reason, 200, placeholder=' …')}")
             continue
-        note = f"Cannot load the model {problems[wanted]}. Showing {md_escape(name)} instead." if problems else None
+        note = (
+            _("Cannot load the model {problem}. Showing {name} instead.").format(problem=problems[wanted], name=md_escape(name))
+            if problems
+            else None
+        )
         if note and st.session_state.get(keys.MODEL_PROBLEM) != note:  # once: no loop if the picker kept its value
             st.session_state[keys.MODEL_PROBLEM] = note
             if keys.MODEL not in st.session_state:  # the picker's first run reads the URL; later it writes it
@@ -76,8 +82,26 @@ def pick_model(names: list[str]) -> tuple[str, Loaded]:
             st.session_state[keys.MODEL] = name
             st.rerun()  # so the picker, drawn next, shows the model that loads
         return name, loaded
-    st.sidebar.error("No model could be loaded. " + "; ".join(problems.values()))
+    st.sidebar.error(_("No model could be loaded.") + " " + "; ".join(problems.values()))
     st.stop()
+
+
+def session_language() -> str:
+    """The session's interface language (``i18n``'s source): the sidebar switch's value, else the URL's ``?lang=``."""
+    return st.session_state.get(keys.LANG) or st.query_params.get(keys.LANG) or i18n.DEFAULT
+
+
+def language_switch() -> None:
+    """Deutsch / English in the sidebar. ``url_radio`` keeps the choice in the URL (``?lang=de``) and writes it back
+    after every run, so it survives a page switch (``st.navigation`` clears the URL; the session keeps the value)."""
+    url_radio(
+        "Sprache / Language",
+        i18n.LANGUAGES,
+        key=keys.LANG,
+        default=i18n.DEFAULT,
+        horizontal=True,
+        translate=False,
+    )
 
 
 def sidebar() -> tuple[str, Loaded, state.ModelFacts, DecodeSettings]:
@@ -86,22 +110,27 @@ def sidebar() -> tuple[str, Loaded, state.ModelFacts, DecodeSettings]:
     names = state.available_models()
     if not names:
         sb.error(
-            f"No checkpoint found in the models folder ({md_escape(state.MODELS_DIR.name)}): a checkpoint is a folder with "
-            "model.safetensors, config.json, vocab.json."
+            _(
+                "No checkpoint found in the models folder ({folder}): a checkpoint is a folder with "
+                "model.safetensors, config.json, vocab.json."
+            ).format(folder=md_escape(state.MODELS_DIR.name))
         )
         st.stop()
     name, loaded = pick_model(names)
     with sb:
+        language_switch()
         st.selectbox(
-            "Model",
+            _("Model"),
             names,
             key=keys.MODEL,
             bind="query-params",
             on_change=state.on_model_change,
-            help="Checkpoint folders in pretrained/. en-de translates English into German; en-de-captions is the earlier "
-            "model trained on picture descriptions only; reverse is a toy model that writes a sequence of letters "
-            "backwards (easy to read attention: it should look at the mirror position). Imported OPUS-MT models "
-            "(python -m convert.marian) are listed by their folder's name.",
+            help=_(
+                "Checkpoint folders in pretrained/. en-de translates English into German; en-de-captions is the earlier "
+                "model trained on picture descriptions only; reverse is a toy model that writes a sequence of letters "
+                "backwards (easy to read attention: it should look at the mirror position). Imported OPUS-MT models "
+                "(python -m convert.marian) are listed by their folder's name."
+            ),
         )
     if problem := st.session_state.get(keys.MODEL_PROBLEM):
         sb.warning(problem)
@@ -110,22 +139,41 @@ def sidebar() -> tuple[str, Loaded, state.ModelFacts, DecodeSettings]:
     if facts.limits:
         sb.caption(facts.limits)
     cfg = loaded.model.cfg
-    numbers = [f"device **{loaded.device}**", f"{state.n_params(path) / 1e6:.2f} M parameters"]
-    if facts.bleu:
-        numbers.append(facts.bleu)
+    numbers = [
+        _("device **{device}**").format(device=loaded.device),
+        _("{n:.2f} M parameters").format(n=state.n_params(path) / 1e6),
+    ]
+    if facts.bleu:  # cached in English (state.model_facts): its two fixed phrases are translated here
+        numbers.append(
+            facts.bleu.replace("test BLEU (greedy)", _("test BLEU (greedy)")).replace("(dev, greedy)", _("(dev, greedy)"))
+        )
     sb.caption(" · ".join(numbers))
     sb.caption(
-        f"d_model {cfg.d_model} · {cfg.n_heads} heads × d_head {cfg.d_head} · d_ff {cfg.d_ff} · "
-        f"{cfg.n_enc_layers}+{cfg.n_dec_layers} layers · vocab {cfg.vocab_size} (decoder {cfg.n_logits}) · max {cfg.max_len} tokens"
+        _(
+            "d_model {d_model} · {n_heads} heads × d_head {d_head} · d_ff {d_ff} · {n_enc}+{n_dec} layers · "
+            "vocab {vocab} (decoder {n_logits}) · max {max_len} tokens"
+        ).format(
+            d_model=cfg.d_model,
+            n_heads=cfg.n_heads,
+            d_head=cfg.d_head,
+            d_ff=cfg.d_ff,
+            n_enc=cfg.n_enc_layers,
+            n_dec=cfg.n_dec_layers,
+            vocab=cfg.vocab_size,
+            n_logits=cfg.n_logits,
+            max_len=cfg.max_len,
+        )
     )
 
     sb.toggle(
-        "Colour-blind-safe colours",
+        _("Colour-blind-safe colours"),
         key=keys.SAFE_COLORS,
-        help="Draw the attention maps in plotly's Viridis scale (light yellow = 0, dark purple = 1), which reads in every "
-        "common colour-vision deficiency. Hidden cells are grey and carry a mark (× future, ∅ hidden, …) either way.",
+        help=_(
+            "Draw the attention maps in plotly's Viridis scale (light yellow = 0, dark purple = 1), which reads in every "
+            "common colour-vision deficiency. Hidden cells are grey and carry a mark (× future, ∅ hidden, …) either way."
+        ),
     )
-    sb.subheader("Decoding")
+    sb.subheader(_("Decoding"))
     with sb:
         return path, loaded, facts, decoding_settings()
 
@@ -142,10 +190,11 @@ def main() -> None:
 
         return run
 
-    pages = {spec.path: st.Page(runs(spec), title=spec.title, url_path=spec.path) for spec in catalog.PAGES}
+    i18n.set_language_source(session_language)
+    pages = {spec.path: st.Page(runs(spec), title=_(spec.title), url_path=spec.path) for spec in catalog.PAGES}
     # "/" runs Translate too (hidden), then follow_old_link moves it to /translate: every page has its own path.
     root = st.Page(
-        runs(catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE]), title="Translate", url_path="", default=True, visibility="hidden"
+        runs(catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE]), title=_("Translate"), url_path="", default=True, visibility="hidden"
     )
     current = st.navigation([root, *pages.values()], position="top")
     cut_url_text(keys.SENTENCE)  # at the door: a link's long text is cut before anything (box, model) reads it
@@ -156,18 +205,21 @@ def main() -> None:
     st.title("Attention Explorer")
     task = facts.task
     what = facts.summary or (
-        ("An English→German" if task == "translate" else "A toy letter-reversing")
-        + " Transformer (Vaswani et al. 2017, trained by this project)"
+        _("An English→German Transformer (Vaswani et al. 2017, trained by this project)")
+        if task == "translate"
+        else _("A toy letter-reversing Transformer (Vaswani et al. 2017, trained by this project)")
     )
     st.caption(
-        f"{what}. Type a sentence, then look at every attention map, step through decoding and change masks and heads to see "
-        "the effect."
+        _(
+            "{what}. Type a sentence, then look at every attention map, step through decoding and change masks and heads "
+            "to see the effect."
+        ).format(what=what)
     )
     text = source_box(task)
     spec = catalog.PAGE_BY_PATH.get(current.url_path, catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE])
     if spec.path != "steps":
         st.session_state[keys.PLAYING] = False  # "Play" belongs to the step view
-    st.caption(spec.teaches)
+    st.caption(_(spec.teaches))
     frame = state.Frame(path, text, settings, facts=facts)
     st.session_state[keys.FRAME] = frame  # the model it used, for on_model_change; pages get the frame as an argument
     room.panel()  # the class's box in the sidebar and the question being asked
@@ -180,7 +232,9 @@ def main() -> None:
         if DEBUG:
             raise
         log.exception("page %s failed for %r", spec.path, text)
-        st.error("Something went wrong while drawing this view. Try another input or setting; the details are in the server log.")
+        st.error(
+            _("Something went wrong while drawing this view. Try another input or setting; the details are in the server log.")
+        )
 
 
 if __name__ == "__main__":  # streamlit runs this file as __main__; tests import its helpers

@@ -448,8 +448,8 @@ def next_token_exercise(
     asked = (1 if len(cands) > 1 else 0) if asked is None else asked
     if not 0 <= asked < len(cands):
         raise ValueError(f"asked must be 0 .. {len(cands) - 1}, got {asked}")
-    logp = np.log(np.maximum([p for _, _, p in cands], 1e-30))
-    pieces = [shown(piece) for piece, _, _ in cands]
+    logp = np.log(np.maximum([p for _tok, _id, p in cands], 1e-30))
+    pieces = [shown(piece) for piece, _id, _p in cands]
     prompt = (
         f"Decoding step {step.t + 1}: the decoder's logits for its {len(cands)} most probable next pieces (the model's, "
         f"less one common constant: that changes no probability). Keep only these pieces, as top-k sampling with k = "

@@ -7,15 +7,23 @@ The rules, the same for both backends (tests/test_room_store.py runs its tests a
   is kept; it expires ``ROOM_HOURS`` after it was made, and then reads as unknown;
 - only the teacher's secret changes a room (``publish`` the view, ``ask``, ``reveal``): ``NotTeacher`` otherwise;
 - the view holds only ``VIEW_KEYS``, each a short string; questions and options are length-limited;
+- an "exercise" (``analysis.exercises.Exercise.to_dict``, sent by the teacher) is checked for its shape and size
+  (``clean_exercise``: the fields of an exercise, short texts, a small table of numbers, ``MAX_EXERCISE`` characters
+  of JSON in all);
 - a seat answers the room's current, unrevealed question only, with one of its options (or, for "next", a short
-  typed word); a repeat replaces its earlier answer (one answer per seat and question, never two);
+  typed word; for an "exercise", its answer as text of at most ``MAX_EXERCISE_ANSWER`` characters); a repeat
+  replaces its earlier answer (one answer per seat and question, never two);
 - every change of what students see (view, question, reveal) adds one to the room's ``version``, which the
   students' apps poll.
+
+Messages for users are English here, marked with ``N_`` for the catalogue (this package imports no ``i18n``): a
+``RoomError`` keeps its text and values, and the app shows ``ui.room.say(e)``, in the session's language.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -45,17 +53,40 @@ VIEW_KEYS = {  # what a teacher's view may hold (URL parameter names of the app)
     "query": 4,
     "token": 4,
 }
-KINDS = {"next": "Which word comes next?", "source": "Which source word does this head read most?", "mask": "Does it change?"}
+
+
+def N_(message: str) -> str:
+    """Mark ``message`` for the catalogue (``pybabel extract -k N_``); the app translates it where it is shown."""
+    return message
+
+
+KINDS = {
+    "next": N_("Which word comes next?"),
+    "source": N_("Which source word does this head read most?"),
+    "mask": N_("Does it change?"),
+    "exercise": N_("An exercise on the model's numbers"),
+}
 MAX_OPTIONS = 64
 MAX_OPTION = 80  # characters of one option
 MAX_PROMPT = 300
 MAX_TRUTH = 20_000  # characters of the model's answer as JSON
 MAX_QUESTIONS = 200  # per room
 MAX_SEATS = 500  # answers per question
+MAX_EXERCISE = 20_000  # characters of an exercise as JSON
+MAX_EXERCISE_TEXT = 2_000  # characters of an exercise's prompt
+MAX_EXERCISE_ROWS = 200  # rows of its table, labels
+MAX_EXERCISE_COLUMNS = 16
+MAX_EXERCISE_ANSWER = 2_000  # characters of one answer to an exercise (a mask answer is JSON)
+EXERCISE_FIELDS = ("kind", "title", "prompt", "table", "params", "labels", "tolerance", "source")
 
 
 class RoomError(ValueError):
-    """A request the room refuses; ``str(e)`` is a message for the user."""
+    """A request the room refuses. ``message`` is the English text (marked ``N_``) with ``{name}`` fields, ``values``
+    fill them; ``str(e)`` is the English message, ``ui.room.say(e)`` the message in the session's language."""
+
+    def __init__(self, message: str, **values):
+        self.message, self.values = message, values
+        super().__init__(message.format(**values))
 
 
 class RoomNotFound(RoomError):
@@ -106,16 +137,79 @@ class Answer:
 def clean_view(view: dict) -> dict[str, str]:
     """``view`` with only ``VIEW_KEYS``, every value a string within its limit. Raises ``RoomError`` on anything else."""
     if not isinstance(view, dict):
-        raise RoomError("A view is a mapping of settings.")
+        raise RoomError(N_("A view is a mapping of settings."))
     out = {}
     for k, v in view.items():
         if k not in VIEW_KEYS:
-            raise RoomError(f"A room's view cannot hold {str(k)[:40]!r}.")
+            raise RoomError(N_("A room's view cannot hold {name}."), name=repr(str(k)[:40]))
         v = str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
         if not isinstance(v, str) or len(v) > VIEW_KEYS[k]:
-            raise RoomError(f"The room's {k} is too long or not text.")
+            raise RoomError(N_("The room's {name} is too long or not text."), name=k)
         out[k] = v
     return out
+
+
+def _scalar(v, longest: int = MAX_OPTION) -> bool:
+    """Whether ``v`` may be one cell of an exercise's table or one of its parameters: a finite number, a text of at
+    most ``longest`` characters, a truth value or nothing."""
+    if v is None or isinstance(v, bool):
+        return True
+    if isinstance(v, (int, float)):
+        return math.isfinite(v)
+    return isinstance(v, str) and len(v) <= longest
+
+
+def _plain(v, longest: int = MAX_OPTION, depth: int = 0) -> bool:
+    """Whether ``v`` is a scalar, or a short list or small mapping of them (three levels at most: a table of rows)."""
+    if _scalar(v, longest):
+        return True
+    if depth >= 3:
+        return False
+    if isinstance(v, list):
+        return len(v) <= MAX_EXERCISE_ROWS and all(_plain(x, longest, depth + 1) for x in v)
+    if isinstance(v, dict):
+        return (
+            len(v) <= MAX_EXERCISE_COLUMNS
+            and all(isinstance(k, str) and len(k) <= MAX_OPTION for k in v)
+            and all(_plain(x, longest, depth + 1) for x in v.values())
+        )
+    return False
+
+
+def clean_exercise(ex) -> dict:
+    """``ex`` (an ``Exercise.to_dict()``, from the teacher's app) if it has the shape and size of one: exactly its
+    fields; kind, title and labels short texts, the prompt at most ``MAX_EXERCISE_TEXT`` characters; the table at
+    most ``MAX_EXERCISE_COLUMNS`` columns of one length, at most ``MAX_EXERCISE_ROWS`` cells each, of finite numbers
+    or short texts; params and source small mappings of those (the source's sentence as long as a view's); a finite tolerance ≥ 0; ``MAX_EXERCISE`` characters of
+    JSON in all. Raises ``RoomError`` otherwise (nothing is cut: an exercise is sent whole or not at all)."""
+    bad = RoomError(N_("This exercise cannot be sent to the class: it is too large or not an exercise."))
+    if not isinstance(ex, dict) or set(ex) != set(EXERCISE_FIELDS):
+        raise bad
+    text_ok = all(isinstance(ex[k], str) and 0 < len(ex[k]) <= n for k, n in (("kind", 32), ("title", MAX_PROMPT)))
+    prompt_ok = isinstance(ex["prompt"], str) and len(ex["prompt"]) <= MAX_EXERCISE_TEXT
+    labels = ex["labels"]
+    labels_ok = (
+        isinstance(labels, list)
+        and len(labels) <= MAX_EXERCISE_ROWS
+        and all(isinstance(x, str) and len(x) <= MAX_OPTION for x in labels)
+    )
+    table = ex["table"]
+    table_ok = (
+        isinstance(table, dict)
+        and _plain(table)
+        and all(isinstance(c, list) and all(_scalar(x) for x in c) for c in table.values())
+        and len({len(c) for c in table.values()}) <= 1
+    )
+    tol = ex["tolerance"]
+    tol_ok = isinstance(tol, (int, float)) and not isinstance(tol, bool) and math.isfinite(tol) and tol >= 0
+    maps_ok = isinstance(ex["params"], dict) and _plain(ex["params"])  # the source's sentence: as long as the view's
+    maps_ok = maps_ok and isinstance(ex["source"], dict) and _plain(ex["source"], VIEW_KEYS["sentence"])
+    if not (text_ok and prompt_ok and labels_ok and table_ok and tol_ok and maps_ok):
+        raise bad
+    text = json.dumps(ex, ensure_ascii=False, allow_nan=False)
+    if len(text) > MAX_EXERCISE:
+        raise bad
+    return json.loads(text)
 
 
 class RoomStore(ABC):
@@ -135,7 +229,7 @@ class RoomStore(ABC):
             code = codes.new_code()
             if self._insert_room(code, codes.secret_hash(secret), now, now + codes.ROOM_HOURS * 3600, view):
                 return code, secret
-        raise RoomError("Could not find a free room code; try again.")  # pragma: no cover - 20 collisions in 8.9e8
+        raise RoomError(N_("Could not find a free room code; try again."))  # pragma: no cover - 20 collisions in 8.9e8
 
     def room(self, code: str | None) -> Room:
         """The room ``code`` names. Raises ``RoomNotFound`` (a clear message) if the code is malformed, unknown or expired."""
@@ -143,8 +237,10 @@ class RoomStore(ABC):
         room = self._load_room(clean) if clean else None
         if room is None or room.expires <= self.clock():
             raise RoomNotFound(
-                "No class has this code (or it has ended): check the code with your teacher. Codes have 6 letters and "
-                "digits and no O, 0, I, 1 or L."
+                N_(
+                    "No class has this code (or it has ended): check the code with your teacher. Codes have 6 letters "
+                    "and digits and no O, 0, I, 1 or L."
+                )
             )
         return room
 
@@ -173,16 +269,22 @@ class RoomStore(ABC):
         ``RoomError`` (unknown kind, too many or too long options, duplicate options, too many questions)."""
         room = self._teacher(code, secret)
         if kind not in KINDS:
-            raise RoomError(f"Unknown kind of question {kind!r}.")
+            raise RoomError(N_("Unknown kind of question {kind}."), kind=repr(str(kind)[:40]))
         prompt = codes.clean_text(prompt, MAX_PROMPT)
-        options = [codes.clean_text(o, MAX_OPTION) for o in options]
-        if not prompt or not 2 <= len(options) <= MAX_OPTIONS or len(set(options)) != len(options) or "" in options:
-            raise RoomError("A question needs a prompt and 2 to 64 different options.")
+        if kind == "exercise":  # the exercise is the truth: the answers are graded against it, no options
+            if not prompt or options:
+                raise RoomError(N_("An exercise needs a title and no options."))
+            truth = clean_exercise(truth)
+            options = []
+        else:
+            options = [codes.clean_text(o, MAX_OPTION) for o in options]
+            if not prompt or not 2 <= len(options) <= MAX_OPTIONS or len(set(options)) != len(options) or "" in options:
+                raise RoomError(N_("A question needs a prompt and 2 to 64 different options."))
         truth_json = json.dumps(truth, ensure_ascii=False)
         if len(truth_json) > MAX_TRUTH:
-            raise RoomError("The model's answer is too large to keep.")
+            raise RoomError(N_("The model's answer is too large to keep."))
         if len(self._questions(room.code)) >= MAX_QUESTIONS:
-            raise RoomError(f"A room keeps at most {MAX_QUESTIONS} questions.")
+            raise RoomError(N_("A room keeps at most {n} questions."), n=MAX_QUESTIONS)
         return self._insert_question(room.code, kind, prompt, options, json.loads(truth_json), self.clock())
 
     def reveal(self, code: str, secret: str | None, qid: int) -> int:
@@ -190,7 +292,7 @@ class RoomStore(ABC):
         Raises ``NotTeacher``, ``RoomNotFound``, ``RoomError`` (no such question in this room)."""
         room = self._teacher(code, secret)
         if self.question(room.code, qid) is None:
-            raise RoomError("This room has no such question.")
+            raise RoomError(N_("This room has no such question."))
         return self._set_revealed(room.code, int(qid))
 
     def answer(self, code: str, qid: int, seat: str, choice: str, nickname: str = "") -> None:
@@ -200,18 +302,23 @@ class RoomStore(ABC):
         malformed, the room is full, or ``choice`` is not one of the options (for "next": not a short typed word)."""
         room = self.room(code)
         if not codes.is_seat(seat):
-            raise RoomError("This answer has no valid seat.")
+            raise RoomError(N_("This answer has no valid seat."))
         if room.current is None or int(qid) != room.current:
-            raise RoomError("This question is no longer being asked.")
+            raise RoomError(N_("This question is no longer being asked."))
         q = self.question(room.code, int(qid))
         if q is None or q.revealed:
-            raise RoomError("This question is closed: the answer has been revealed.")
-        choice_clean = codes.clean_text(choice, MAX_OPTION if choice in q.options else codes.MAX_ANSWER)
-        if choice_clean not in q.options and (q.kind != "next" or not choice_clean):
-            raise RoomError("Pick one of the options.")
+            raise RoomError(N_("This question is closed: the answer has been revealed."))
+        if q.kind == "exercise":
+            choice_clean = codes.clean_text(choice, MAX_EXERCISE_ANSWER + 1)
+            if not choice_clean or len(choice_clean) > MAX_EXERCISE_ANSWER:
+                raise RoomError(N_("An answer is 1 to {n} characters."), n=MAX_EXERCISE_ANSWER)
+        else:
+            choice_clean = codes.clean_text(choice, MAX_OPTION if choice in q.options else codes.MAX_ANSWER)
+            if choice_clean not in q.options and (q.kind != "next" or not choice_clean):
+                raise RoomError(N_("Pick one of the options."))
         nickname = codes.clean_text(nickname, codes.MAX_NICKNAME)
         if not self._put_answer(room.code, q.id, Answer(seat, choice_clean, nickname, self.clock()), room.expires):
-            raise RoomError(f"This question already has {MAX_SEATS} answers.")
+            raise RoomError(N_("This question already has {n} answers."), n=MAX_SEATS)
 
     def question(self, code: str, qid: int) -> Question | None:
         """Question ``qid`` of room ``code`` (None if the room has none such). Raises ``RoomNotFound``."""
@@ -234,7 +341,7 @@ class RoomStore(ABC):
     def _teacher(self, code: str, secret: str | None) -> Room:
         room = self.room(code)
         if not codes.secret_matches(secret, room.secret_hash):
-            raise NotTeacher("Only the teacher who started this class can change it.")
+            raise NotTeacher(N_("Only the teacher who started this class can change it."))
         return room
 
     # -- what a backend provides

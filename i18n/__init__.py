@@ -79,6 +79,12 @@ def _(message: str) -> str:
     return translations(language()).gettext(message)
 
 
+def N_(message: str) -> str:
+    """Mark ``message`` for extraction without translating it (text built at import, e.g. the lesson's steps):
+    the code that shows it passes it through ``_()`` then, in the session's language."""
+    return message
+
+
 def ngettext(singular: str, plural: str, n: int) -> str:
     """The singular or plural form of a message for count ``n``, in the current language."""
     return translations(language()).ngettext(singular, plural, n)

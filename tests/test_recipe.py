@@ -7,7 +7,10 @@ step into a ``TrainConfig``, and unknown keys must be refused by name."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,7 +44,8 @@ def test_the_reverse_recipe_replayed_from_nothing_gives_the_shipped_weights(tmp_
 def test_the_dry_run_prints_the_training_command_and_runs_nothing(tmp_path, capsys):
     """One line for the one step: ``python -m training.train`` with flags that parse back into the recipe's config."""
     assert recipes.main([str(REVERSE), "--out", str(tmp_path / "replay"), "--dry-run"]) is None
-    lines = capsys.readouterr().out.strip().splitlines()
+    env_line, *lines = capsys.readouterr().out.strip().splitlines()
+    assert env_line.split()[0] == "export" and dict(kv.split("=") for kv in env_line.split()[1:]) == recipes.REPRODUCIBLE_ENV
     assert len(lines) == 1 and lines[0].startswith("python -m training.train --task reverse ")
     config = parse_args(shlex.split(lines[0])[3:])
     [step] = Recipe.from_toml(REVERSE).steps
@@ -52,9 +56,9 @@ def test_the_dry_run_prints_the_training_command_and_runs_nothing(tmp_path, caps
 
 
 @pytest.mark.slow
-def test_the_runner_trains_exactly_what_the_command_trains(tmp_path):
+def test_the_runner_trains_exactly_what_the_command_trains(tmp_path, capsys):
     """A two-step recipe (a tiny reverse run, then a second stage from it): the replay's weights are byte for byte
-    those of ``training.train.main`` run on the dry run's own command lines."""
+    those of the dry run's own lines (its environment, then its commands) run by a shell."""
     (tmp_path / "recipe.toml").write_text(
         'checkpoint = "tiny"\nresult = "second"\n'
         '[[step]]\nname = "first"\nkind = "train"\n'
@@ -65,12 +69,13 @@ def test_the_runner_trains_exactly_what_the_command_trains(tmp_path):
         'threads = 1\nval_limit = 10\ninit_from = "{out}/first"\nkeep_vocab = true\nlr = 1e-4\n'
     )
     replayed = recipes.main([str(tmp_path / "recipe.toml"), "--out", str(tmp_path / "a")])
-    from training.train import main as train_main
-
     lines = recipes.commands(Recipe.from_toml(tmp_path / "recipe.toml"), str(tmp_path / "b"), "unused")
     assert [line[:3] for line in lines] == [["python", "-m", "training.train"]] * 2
-    for line in lines:
-        train_main(line[3:])
+    recipes.main([str(tmp_path / "recipe.toml"), "--out", str(tmp_path / "b"), "--dry-run"])
+    script = capsys.readouterr().out
+    assert script.splitlines()[1:] == [shlex.join(line) for line in lines]
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # `python`: this interpreter
+    subprocess.run(["bash", "-euc", script], check=True, cwd=ROOT, env={**os.environ, "PATH": path})
     by_hand = load_file(str(tmp_path / "b" / "second" / "model.safetensors"))
     assert replayed == tmp_path / "a" / "second"
     assert all(torch.equal(t, by_hand[k]) for k, t in load_file(str(replayed / "model.safetensors")).items())

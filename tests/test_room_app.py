@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from classroom import codes  # noqa: E402
 from ui import catalog, keys, room  # noqa: E402
+from ui.widgets import md_escape  # noqa: E402
 
 TIMEOUT = 120
 
@@ -140,3 +141,60 @@ def test_typed_answers_show_as_text_in_the_chart_and_the_csv(store):
     assert list(fig.data[1].y) == [0.7, 0.3], "the reveal stands the model's probabilities beside the class"
     csv = room.export_csv(room.Membership(code, secret=secret))
     assert "'=cmd" in csv and "\n=cmd" not in csv and ",=cmd" not in csv, "no cell starts a spreadsheet formula"
+
+
+def test_an_exercise_sent_to_the_room_is_graded_on_reveal(store):
+    from analysis import exercises as ex
+
+    teacher = app("room")
+    teacher.button(key=keys.ROOM_START).click().run()
+    m = teacher.session_state[keys.ROOM_SESSION]
+    teacher.radio(key=keys.ROOM_ASK_KIND).set_value("exercise").run()
+    teacher.selectbox(key=keys.ROOM_ASK_EXERCISE).set_value("scale").run()
+    teacher.button(key=keys.ROOM_ASK).click().run()
+    ok(teacher)
+    (q,) = store.questions(m.code)
+    exercise = ex.Exercise.from_dict(q.truth)
+    assert q.kind == "exercise" and q.options == [] and exercise.kind == "scale" and q.prompt == exercise.title
+    right = ex.solve(exercise)
+    slip, wrong = next(iter(ex.mistakes(exercise).items()))  # a named mistake's answer, distinct from the right one
+
+    answered = []
+    for answer in (right, wrong):  # two students, each in the exercise's own answer box, then "Send my answer"
+        student = app("translate", room=m.code)
+        assert any(exercise.title in md.value for md in student.markdown), "the student sees the exercise"
+        box = f"{keys.ROOM_TYPED}_{q.id}"
+        field = student.text_area(key=box) if len(exercise.labels) > 1 else student.text_input(key=box)
+        field.set_value("\n".join(f"{v:.4f}" for v in answer)).run()
+        student.button(key=f"{keys.ROOM_SEND}_{q.id}").click().run()
+        ok(student)
+        answered.append(student)
+    assert len(store.answers(m.code, q.id)) == 2
+
+    teacher.run()
+    assert any("2 answers so far" in c.value for c in teacher.caption)
+    teacher.button(key=keys.ROOM_REVEAL).click().run()
+    ok(teacher)
+    shown = "\n".join(md.value for md in teacher.markdown)
+    assert "**Answered:** 2 · **right:** 50 %" in shown, shown
+    assert md_escape(ex.MISTAKES[slip]) in shown, "the reveal names the most common mistake"
+    for student, was_right in zip(answered, (True, False), strict=True):
+        student.run()
+        ok(student)
+        said = [s.value for s in (student.success if was_right else student.warning)]
+        assert any("Your answer" in s for s in said), said
+
+
+def test_a_german_session_sees_the_room_in_german(store):
+    code, secret = store.create({"page": "translate"})
+    store.ask(code, secret, "mask", "Ändert es sich?", ["ja", "nein"], {"answer": "nein"})
+    student = app("translate", room=code, lang="de")
+    assert any(h.value == f"Klasse {code}" for h in student.subheader), [h.value for h in student.subheader]
+    assert student.button(key=keys.ROOM_LEAVE).label == "Klasse verlassen"
+    assert any(md.value.startswith("**Frage 1:**") for md in student.markdown)
+    assert student.button(key=f"{keys.ROOM_SEND}_1").label == "Meine Antwort senden"
+    english = app("translate", room=code)
+    assert english.button(key=keys.ROOM_LEAVE).label == "Leave the class", "German is never served to an English session"
+
+    wrong = app("translate", room="ZZZZZ9" if code != "ZZZZZ9" else "ZZZZZ8", lang="de")
+    assert any(w.value.startswith("Keine Klasse hat diesen Code") for w in wrong.warning), "the store's refusal, in German"

@@ -84,7 +84,7 @@ def test_a_teacher_and_three_students(server):
 
             # a question from the teacher's view; each student answers; the histogram fills; reveal
             nav(teacher, "room")
-            teacher.get_by_role("button", name="Ask", exact=True).click()
+            teacher.get_by_role("button", name="Send to the class", exact=True).click()
             wait_idle(teacher)
             for i, s in enumerate(students):
                 expect(s.get_by_text("Question 1:")).to_be_visible(timeout=FOLLOW_S * 1000)

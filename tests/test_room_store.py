@@ -244,3 +244,66 @@ def test_a_room_code_guesser_is_slowed_to_hopelessness():
     per_session = 5 + 12 * 3600 / 6
     assert len(codes.ALPHABET) ** codes.CODE_LEN > 8e8
     assert per_session * 1000 / len(codes.ALPHABET) ** codes.CODE_LEN < 0.01
+
+
+def exercise_dict(**changes) -> dict:
+    """An exercise as ``analysis.exercises.Exercise.to_dict`` gives it (a scale exercise), with ``changes``."""
+    ex = {
+        "kind": "scale",
+        "title": "Scale the scores",
+        "prompt": "Divide each score by √d_head · τ.",
+        "table": {"key": ["a", "b"], "q·k_j": [8.0, 4.0]},
+        "params": {"d_head": 64, "temperature": 2.0},
+        "labels": ["a", "b"],
+        "tolerance": 0.01,
+        "source": {"model": "reverse", "sentence": "I love you. " * 80},
+    }
+    return ex | changes
+
+
+def test_an_exercise_is_sent_whole_checked_and_answered_as_text(backend):
+    store, _clock, reopen = backend
+    code, secret = store.create(VIEW)
+    q = store.ask(code, secret, "exercise", "Scale the scores", [], exercise_dict())
+    assert q.kind == "exercise" and q.options == [] and reopen().question(code, q.id).truth == exercise_dict()
+    seat = codes.new_seat()
+    store.answer(code, q.id, seat, "0.5,\n0.25")  # typed as in the text area: one line, kept as text
+    store.answer(code, q.id, seat, '{"future": [1, 2]}')  # a repeat replaces
+    assert [a.choice for a in store.answers(code, q.id)] == ['{"future": [1, 2]}']
+    with pytest.raises(RoomError, match="1 to 2000 characters"):
+        store.answer(code, q.id, seat, "1, " * 700)
+    with pytest.raises(RoomError):
+        store.answer(code, q.id, seat, "   ")
+    with pytest.raises(NotTeacher):
+        store.ask(code, "x" * 32, "exercise", "Scale", [], exercise_dict())
+    assert len(store.questions(code)) == 1
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not a dict",
+        {"kind": "scale"},  # fields missing
+        exercise_dict(extra="x"),  # a field an exercise does not have
+        exercise_dict(prompt="p" * 2001),
+        exercise_dict(title=""),
+        exercise_dict(table={"x": [1.0] * 201}),  # too many rows
+        exercise_dict(table={"a": [1.0, 2.0], "b": [1.0]}),  # columns of different lengths
+        exercise_dict(table={"a": [float("nan"), 1.0]}),  # not a finite number
+        exercise_dict(table={"a": ["<script>" * 20]}),  # a cell longer than an option
+        exercise_dict(table={"a": [[[[1]]]]}),  # nested too deep
+        exercise_dict(labels=["x" * 81]),
+        exercise_dict(tolerance=-1),
+        exercise_dict(tolerance=True),
+        exercise_dict(params={"rows": [[0.1] * 200] * 200}),  # each part in its limits, too large in all
+        exercise_dict(source={"sentence": "s" * 1001}),
+    ],
+)
+def test_an_exercise_of_the_wrong_shape_or_size_is_refused(backend, bad):
+    store, _clock, _reopen = backend
+    code, secret = store.create(VIEW)
+    with pytest.raises(RoomError, match="cannot be sent to the class"):
+        store.ask(code, secret, "exercise", "Scale the scores", [], bad)
+    with pytest.raises(RoomError):
+        store.ask(code, secret, "exercise", "Scale the scores", ["a", "b"], exercise_dict())  # an exercise has no options
+    assert store.questions(code) == [] and store.room(code).current is None

@@ -18,8 +18,10 @@ values, ``{out}`` is the replay's output folder and ``{data_root}`` the data roo
 ``training.corpora.data_root()``). ``result`` names the step whose folder holds the checkpoint's weights.
 
 A replay is exact where every step is: a fixed seed, a fixed number of epochs (not ``max_minutes``), one thread on
-the CPU, and the same CPU instruction set (float sums differ between kernels). The runner fixes ``PYTHONHASHSEED``
-(Faker's name pools depend on it).
+the CPU. Float sums differ between CPU kernels, so the runner also pins the kernels (``REPRODUCIBLE_ENV``): torch's
+own at its portable level (``ATEN_CPU_CAPABILITY=default``, not AVX2 or AVX-512) and MKL's matrix products in its
+conditional-numerical-reproducibility mode (``MKL_CBWR=COMPATIBLE``), so that x86 machines of other generations add
+in the same order; and ``PYTHONHASHSEED`` (Faker's name pools depend on it).
 """
 
 from __future__ import annotations
@@ -162,10 +164,20 @@ def link_corpora(root: str | Path, data: str | Path) -> None:
             (data / corpus.name).symlink_to(corpus.resolve(), target_is_directory=True)
 
 
+REPRODUCIBLE_ENV = {
+    "PYTHONHASHSEED": "0",
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_CBWR": "COMPATIBLE",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+"""Environment of every replayed command: the same float sums on any x86 CPU (see the module's docstring)."""
+
+
 def run(lines: list[list[str]]) -> None:
-    """Run each command line in order from the repository root (``python`` as this interpreter, ``PYTHONHASHSEED``
-    fixed at 0; give absolute paths). Raises subprocess.CalledProcessError at the first that fails."""
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    """Run each command line in order from the repository root (``python`` as this interpreter, in
+    ``REPRODUCIBLE_ENV``; give absolute paths). Raises subprocess.CalledProcessError at the first that fails."""
+    env = {**os.environ, **REPRODUCIBLE_ENV}
     for line in lines:
         print("+ " + shlex.join(line), flush=True)
         subprocess.run([sys.executable, *line[1:]], check=True, env=env, cwd=ROOT)
@@ -200,7 +212,8 @@ def main(argv: list[str] | None = None) -> Path | None:
     if not args.dry_run:  # the commands run from the repository root
         out, root = str(Path(out).resolve()), str(Path(root).resolve())
     lines = commands(recipe, out, root)
-    if args.dry_run:
+    if args.dry_run:  # a shell that runs these lines replays exactly what the runner does
+        print("export " + " ".join(f"{name}={value}" for name, value in REPRODUCIBLE_ENV.items()))
         print("\n".join(shlex.join(line) for line in lines))
         return None
     run(lines)

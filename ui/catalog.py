@@ -9,6 +9,25 @@ from model.facts import KIND_NAMES
 from ui import keys
 
 
+def N_(message: str) -> str:  # noqa: N802 (gettext's name)
+    """Mark ``message`` for the catalogue without translating it (data built at import; translated where shown, with
+    ``i18n._``). Babel's extractor knows ``N_`` among its default keywords."""
+    return message
+
+
+SHOWN_ELSEWHERE = (
+    # Fixed texts of model/ and analysis/ that the UI shows (kind names, InputError messages): marked here so Babel
+    # extracts them; the UI translates them where it shows them.
+    N_("Encoder self-attention"),
+    N_("Decoder causal self-attention"),
+    N_("Cross-attention"),
+    N_("Type a sentence to translate (the input is empty)."),
+    N_("Type a reference translation to compare with."),
+    N_("Type a sentence in both boxes: B should use A's words in another order."),
+    N_("The two sentences must use the same words in another order."),
+)
+
+
 @dataclass(frozen=True)
 class PageSpec:
     """One page: its URL path (``/attention``), module, menu title and what it teaches."""
@@ -31,9 +50,9 @@ class PageSpec:
 PAGES = (
     PageSpec(
         path="translate",
-        title="Translate",
+        title=N_("Translate"),
         old_view="translate",
-        teaches=(
+        teaches=N_(
             "What the model reads and writes. Text is cut into sub-word pieces (tiktoken cl100k pieces, renumbered "
             "into this model's small vocabulary); the encoder reads the source pieces plus <eos>, and the decoder writes the "
             "output one piece at a time, from the decoder's output vocabulary, until it emits <eos>. Greedy takes "
@@ -43,9 +62,9 @@ PAGES = (
     ),
     PageSpec(
         path="attention",
-        title="Attention",
+        title=N_("Attention"),
         old_view="attention",
-        teaches=(
+        teaches=N_(
             "Each tile is one head's attention weights softmax(QKᵀ/√d_head) (paper eq. 1): a row is a query token, "
             "the columns are the keys it reads, and every row sums to 1. Encoder self-attention mixes the source; decoder "
             "self-attention is causal, so a token sees only itself and earlier outputs (the grey triangle is masked); "
@@ -54,9 +73,9 @@ PAGES = (
     ),
     PageSpec(
         path="steps",
-        title="Step through generation",
+        title=N_("Step through generation"),
         old_view="steps",
-        teaches=(
+        teaches=N_(
             "Decoding is a loop. At step t the decoder has read <bos> and the t pieces written so far; it gives a "
             "probability to every piece it can write (the target vocabulary) and one is appended. Watch the new query's "
             "cross-attention move along the source, and force another candidate to see how the rest of the output follows "
@@ -65,10 +84,10 @@ PAGES = (
     ),
     PageSpec(
         path="positional",
-        title="Positional encoding",
+        title=N_("Positional encoding"),
         old_view="pe",
         analysed=False,
-        teaches=(
+        teaches=N_(
             "Attention itself ignores word order: without positional information, 'dog bites man' and 'man bites dog' give "
             "the same vectors, only shuffled. The paper adds sine and cosine waves of geometrically growing wavelengths to "
             "the embeddings (section 3.5), so every position gets its own pattern and nearby positions look alike."
@@ -76,9 +95,9 @@ PAGES = (
     ),
     PageSpec(
         path="masks",
-        title="Mask lab",
+        title=N_("Mask lab"),
         old_view="masks",
-        teaches=(
+        teaches=N_(
             "Masks decide which keys a query may read. Hide source tokens, lift the causal mask, restrict self-attention "
             "to a local window, sharpen or flatten the softmax with a temperature, or switch heads off, then compare output "
             "and attention before and after. Nothing is retrained: same weights, a different forward pass."
@@ -86,9 +105,9 @@ PAGES = (
     ),
     PageSpec(
         path="stats",
-        title="Head statistics",
+        title=N_("Head statistics"),
         old_view="stats",
-        teaches=(
+        teaches=N_(
             "Numbers that summarise each head: entropy (low = focused on a few keys, high = spread out), how far it looks, "
             "and how much weight goes to the diagonal, the previous token, the first and the last token. Attention rollout "
             "(Abnar & Zuidema 2020) multiplies the layers' head-averaged maps, with the residual connection, to estimate "
@@ -97,9 +116,9 @@ PAGES = (
     ),
     PageSpec(
         path="shapes",
-        title="Shapes",
+        title=N_("Shapes"),
         old_view="shapes",
-        teaches=(
+        teaches=N_(
             "One forward pass as tensor shapes, with this input's numbers: ids → embeddings × √d_model + positional "
             "encoding → queries, keys and values split into n_heads heads of d_head = d_model / n_heads → attention weights "
             "→ feed-forward → logits, one score per piece of the target vocabulary."
@@ -107,9 +126,9 @@ PAGES = (
     ),
     PageSpec(
         path="head",
-        title="Inside one head",
+        title=N_("Inside one head"),
         old_view="head",
-        teaches=(
+        teaches=N_(
             "One head's computation for one query token, with this input's real numbers: q = x W^Q, the keys K and "
             "values V, the scores q·k_j ÷ √d_head, the mask (−∞), softmax(QKᵀ/√d_k), the weighted sum of the values, "
             "then Concat·W^O, the residual add and the LayerNorm (paper eq. 1, sections 3.2.2 and 3.1)."
@@ -117,10 +136,10 @@ PAGES = (
     ),
     PageSpec(
         path="compare",
-        title="Compare two sentences",
+        title=N_("Compare two sentences"),
         old_view="compare",
         analysed=False,
-        teaches=(
+        teaches=N_(
             "Two inputs that differ in one thing (a word, the word order, singular or plural, the tense) side by side: "
             "which output pieces change, how one head's attention differs, and how far each source token's encoder "
             "vector moves. A changed word moves its own vector, and self-attention carries some of the change to its "
@@ -129,9 +148,9 @@ PAGES = (
     ),
     PageSpec(
         path="explain",
-        title="Attention vs attribution",
+        title=N_("Attention vs attribution"),
         old_view="explain",
-        teaches=(
+        teaches=N_(
             "Is attention an explanation? For one output word, the cross-attention weights beside what they leave out: "
             "how long the vector each source word adds is (norm-weighted attention), attention followed back through the "
             "encoder (rollout), and how much each word's embedding moves the word's log-probability (Integrated Gradients, "
@@ -141,9 +160,9 @@ PAGES = (
     ),
     PageSpec(
         path="lesson",
-        title="Lesson",
+        title=N_("Lesson"),
         old_view="lesson",
-        teaches=(
+        teaches=N_(
             "A guided tour of the Transformer in ten steps, in the order of the paper: tokens, embeddings and positions, "
             "self-attention, many heads, the causal mask, cross-attention, one decoding step, greedy and beam search, "
             "masking experiments, and whether attention is an explanation. Each step shows the live figure for your sentence; the step is in the address, so a "
@@ -152,9 +171,9 @@ PAGES = (
     ),
     PageSpec(
         path="room",
-        title="Room",
+        title=N_("Room"),
         old_view="room",
-        teaches=(
+        teaches=N_(
             "Teach the class, not separate screens: start a class and every student's app follows yours (sentence, page, "
             "settings, layer, head, step). Ask the class to predict what the model does, watch the answers come in, then "
             "reveal the model's own answer beside them."
@@ -162,9 +181,9 @@ PAGES = (
     ),
     PageSpec(
         path="exercises",
-        title="Exercises",
+        title=N_("Exercises"),
         old_view="exercises",
-        teaches=(
+        teaches=N_(
             "Your turn: do one step of the forward pass yourself with the model's real numbers for your sentence (scale "
             "the scores, mask, softmax, the weighted sum, the next token's probability, a positional encoding, a tensor's "
             "shape), check the answer, and see which usual slip it was. Progress stays in this browser session."
@@ -174,7 +193,7 @@ PAGES = (
 PAGE_BY_PATH = {p.path: p for p in PAGES}
 DEFAULT_PAGE = "translate"
 
-METHODS = {"greedy": "Greedy", "beam": "Beam search", "sample": "Sampling"}
+METHODS = {"greedy": N_("Greedy"), "beam": N_("Beam search"), "sample": N_("Sampling")}
 """Decoding method key (in the URL) -> label (on screen)."""
 
 CHOICES = {keys.METHOD: METHODS, keys.KIND: KIND_NAMES}
@@ -211,43 +230,53 @@ class Pair:
 PAIRS = {
     "translate": {
         "tired-wide": Pair(
-            "'it' refers to the animal or to the street",
+            N_("'it' refers to the animal or to the street"),
             "The animal didn't cross the street because it was too tired.",
             "The animal didn't cross the street because it was too wide.",
-            "Only the last word differs, but it decides what 'it' means: German must say 'es' for das Tier and 'sie' "
-            "for die Straße. Does the output change, and does cross-attention from the pronoun move?",
+            N_(
+                "Only the last word differs, but it decides what 'it' means: German must say 'es' for das Tier and 'sie' "
+                "for die Straße. Does the output change, and does cross-attention from the pronoun move?"
+            ),
         ),
         "word-order": Pair(
-            "Word order: who bites whom",
+            N_("Word order: who bites whom"),
             "The dog bites the man.",
             "The man bites the dog.",
-            "The same words in another order. Only positional encoding tells the two apart: the vectors of 'dog' and "
-            "'man' change although the words do not.",
+            N_(
+                "The same words in another order. Only positional encoding tells the two apart: the vectors of 'dog' and "
+                "'man' change although the words do not."
+            ),
         ),
         "number": Pair(
-            "Singular and plural",
+            N_("Singular and plural"),
             "The dog is sleeping.",
             "The dogs are sleeping.",
-            "One noun and its verb change number: German changes the article, the noun and the verb (der Hund schläft, "
-            "die Hunde schlafen).",
+            N_(
+                "One noun and its verb change number: German changes the article, the noun and the verb (der Hund schläft, "
+                "die Hunde schlafen)."
+            ),
         ),
         "tense": Pair(
-            "Present and past",
+            N_("Present and past"),
             "The children play in the garden.",
             "The children played in the garden.",
-            "Only the verb's ending changes (play, played), and German changes the verb's ending too (spielen, "
-            "spielten): watch which source piece the verb's output piece reads, and which source vectors move.",
+            N_(
+                "Only the verb's ending changes (play, played), and German changes the verb's ending too (spielen, "
+                "spielten): watch which source piece the verb's output piece reads, and which source vectors move."
+            ),
         ),
     },
     "reverse": {
         "one-letter": Pair(
-            "One letter changed",
+            N_("One letter changed"),
             " a b c d",
             " a b x d",
-            "The output is the input backwards: one changed letter moves to the mirror place.",
+            N_("The output is the input backwards: one changed letter moves to the mirror place."),
         ),
-        "order": Pair("Same letters, reversed", " a b c", " c b a", "The same letters in the other order."),
-        "longer": Pair("One letter more", " a b c d", " a b c d e", "One letter longer: every output position shifts by one."),
+        "order": Pair(N_("Same letters, reversed"), " a b c", " c b a", N_("The same letters in the other order.")),
+        "longer": Pair(
+            N_("One letter more"), " a b c d", " a b c d e", N_("One letter longer: every output position shifts by one.")
+        ),
     },
 }
 """Preset minimal pairs of the Compare page, per task: URL key (``?pair=tired-wide``) -> Pair."""

@@ -36,19 +36,21 @@ from analysis.exercises import (
     weighted_sum_exercise,
 )
 from analysis.records import HeadTrace
+from i18n import _
 from model.settings import Interventions
 from ui import keys, state
+from ui.catalog import N_
 from ui.widgets import download, md_escape, table_height
 
 HEAD_KINDS = ("scale", "mask", "softmax", "weighted_sum")  # the exercises of one head's trace (/head)
-WHERE = {  # kind -> the pages it is also on
-    "scale": "Inside one head",
-    "mask": "Inside one head; Lesson, step 5",
-    "softmax": "Inside one head; Lesson, step 3",
-    "weighted_sum": "Inside one head",
-    "next_token": "Lesson, step 7",
-    "positional": "Positional encoding",
-    "shape": "Shapes",
+WHERE = {  # kind -> the pages it is also on (translated where shown)
+    "scale": N_("Inside one head"),
+    "mask": N_("Inside one head; Lesson, step 5"),
+    "softmax": N_("Inside one head; Lesson, step 3"),
+    "weighted_sum": N_("Inside one head"),
+    "next_token": N_("Lesson, step 7"),
+    "positional": N_("Positional encoding"),
+    "shape": N_("Shapes"),
 }
 
 
@@ -79,8 +81,10 @@ def progress_table() -> pd.DataFrame:
         p = progress().get(kind, {"tries": 0, "solved": 0, "mistakes": {}})
         named = {c: n for c, n in p["mistakes"].items() if c in MISTAKES}
         common = max(named, key=named.get) if named else ""
-        rows.append((TITLES[kind], WHERE[kind], p["tries"], p["solved"], MISTAKES.get(common, "")))
-    return pd.DataFrame(rows, columns=["exercise", "also on", "answers checked", "solved", "most common slip"])
+        slip = _(MISTAKES[common]) if common in MISTAKES else ""
+        rows.append((_(TITLES[kind]), _(WHERE[kind]), p["tries"], p["solved"], slip))
+    columns = [_("exercise"), _("also on"), _("answers checked"), _("solved"), _("most common slip")]
+    return pd.DataFrame(rows, columns=columns)
 
 
 # -- one exercise on the page ------------------------------------------------------------------------------------------
@@ -94,21 +98,21 @@ def _answer_box(ex: Exercise, base: str):
         picked = {}
         for col, reason in zip(cols, MASK_REASONS, strict=True):
             picked[reason] = col.multiselect(
-                f"Masked: {REASON_LABELS[reason]}",
+                _("Masked: {reason}").format(reason=_(REASON_LABELS[reason])),
                 list(range(len(labels))),
                 format_func=labels.__getitem__,
                 key=f"{base}_{reason}",
             )
         return picked
     if ex.kind == "shape":
-        return st.text_input("Your answer: the shape", key=base, placeholder="[1, 7, 256]")
+        return st.text_input(_("Your answer: the shape"), key=base, placeholder="[1, 7, 256]")
     if len(ex.labels) == 1:
-        return st.text_input(f"Your answer: {ex.labels[0]}", key=base, placeholder="0.25")
+        return st.text_input(_("Your answer: {what}").format(what=ex.labels[0]), key=base, placeholder="0.25")
     return st.text_area(
-        f"Your answer: {len(ex.labels)} numbers, in the order of the table",
+        _("Your answer: {n} numbers, in the order of the table").format(n=len(ex.labels)),
         key=base,
         height=90,
-        placeholder="0.12, 0.80, 0.08 (commas, spaces or one per line, as pasted from a spreadsheet)",
+        placeholder=_("0.12, 0.80, 0.08 (commas, spaces or one per line, as pasted from a spreadsheet)"),
     )
 
 
@@ -122,22 +126,24 @@ def show(ex: Exercise, place: str) -> bool:
             st.session_state.pop(k, None)
         st.session_state[uid_key] = ex.uid
     st.session_state[f"{base}_exercise"] = ex.to_dict()  # what a room (or a test) grades against
-    st.markdown(f"**Your turn: {ex.title}.** " + md_escape(ex.prompt))
+    st.markdown(_("**Your turn: {title}.**").format(title=_(ex.title)) + " " + md_escape(ex.prompt))
     if ex.kind != "mask" or len(ex.labels) > 0:
         df = pd.DataFrame(ex.table)
         st.dataframe(df, hide_index=True, height=min(table_height(df), 420))
     with st.container(horizontal=True, gap="small"):
-        download("Inputs (CSV)", ex.csv, f"exercise-{place}-{ex.kind}.csv", "text/csv")
+        download(_("Inputs (CSV)"), ex.csv, f"exercise-{place}-{ex.kind}.csv", "text/csv")
         download(
-            "Exercise (JSON)",
+            _("Exercise (JSON)"),
             lambda: json.dumps(ex.to_dict(), ensure_ascii=False),
             f"exercise-{place}-{ex.kind}.json",
             "application/json",
         )
     if ex.tolerance:
-        st.caption(f"Graded on the rounded numbers shown: each number may be off by ±{ex.tolerance:g}.")
+        st.caption(
+            _("Graded on the rounded numbers shown: each number may be off by ±{tolerance:g}.").format(tolerance=ex.tolerance)
+        )
     answer = _answer_box(ex, base)
-    if st.button("Check", key=f"{base}_check", type="primary"):
+    if st.button(_("Check"), key=f"{base}_check", type="primary"):
         fb = grade(ex, answer)
         record(ex, fb)
         st.session_state[fb_key] = fb
@@ -149,8 +155,9 @@ def show(ex: Exercise, place: str) -> bool:
         elif fb.mistake == "malformed":
             st.warning(md_escape(fb.message))
         else:
-            st.warning(md_escape(fb.message) + (f"\n\n**The step that fixes it:** {md_escape(fb.fix)}" if fb.fix else ""))
-    if st.toggle("Show the worked solution", key=f"{base}_solution"):
+            fix = "\n\n" + _("**The step that fixes it:** {fix}").format(fix=md_escape(fb.fix)) if fb.fix else ""
+            st.warning(md_escape(fb.message) + fix)
+    if st.toggle(_("Show the worked solution"), key=f"{base}_solution"):
         st.markdown(_md(grade(ex, "").solution))
         st.session_state[done_key] = True
     return bool(st.session_state.get(done_key))
@@ -176,7 +183,7 @@ class Turn:
             return False
         done = show(self.exercise, self.place)
         if not done:
-            st.caption("The rest of this page appears when you have answered (or asked for the solution).")
+            st.caption(_("The rest of this page appears when you have answered (or asked for the solution)."))
         return not done
 
 
@@ -305,7 +312,7 @@ def new_numbers_button(key: str) -> None:
     def more() -> None:
         st.session_state[keys.EXERCISE_SEED] = seed() + 1
 
-    st.button("New numbers", key=key, icon=":material/casino:", on_click=more, help="Another head, query, step or tensor.")
+    st.button(_("New numbers"), key=key, icon=":material/casino:", on_click=more, help=_("Another head, query, step or tensor."))
 
 
 # -- the pages' "Your turn" and the lesson's "Try it" ------------------------------------------------------------------
@@ -315,17 +322,17 @@ def head_turn(ctx: state.Ctx, t: HeadTrace, interventions: Interventions) -> Tur
     """/head's "Your turn": a toggle and the stage picked; the exercise of that stage from the page's own trace."""
     c1, c2 = st.columns([1, 3], vertical_alignment="bottom")
     on = c1.toggle(
-        "Your turn", key=keys.HEAD_TURN, help="Do one step of eq. 1 yourself: its numbers stay hidden until you answer."
+        _("Your turn"), key=keys.HEAD_TURN, help=_("Do one step of eq. 1 yourself: its numbers stay hidden until you answer.")
     )
     if not on:
         return None
-    kind = c2.selectbox("Step", HEAD_KINDS, format_func=TITLES.__getitem__, key=keys.HEAD_TURN_STEP)
+    kind = c2.selectbox(_("Step"), HEAD_KINDS, format_func=lambda k: _(TITLES[k]), key=keys.HEAD_TURN_STEP)
     return Turn(from_trace(kind, ctx, t, interventions), "head")
 
 
 def page_turn(toggle_key: str, make) -> Turn | None:
     """A "Your turn" toggle; on, the exercise ``make()`` builds."""
-    if not st.toggle("Your turn", key=toggle_key, help="Work it out yourself: the answer stays hidden until you check."):
+    if not st.toggle(_("Your turn"), key=toggle_key, help=_("Work it out yourself: the answer stays hidden until you check.")):
         return None
     new_numbers_button(f"{toggle_key}_new")
     return Turn(make(), toggle_key)
@@ -350,7 +357,7 @@ def lesson_try(ctx: state.Ctx, step_key: str) -> None:
     kind = LESSON_TRY.get(step_key)
     if kind is None:
         return
-    with st.expander(f"Try it: {TITLES[kind].lower()}", expanded=False):
+    with st.expander(_("Try it: {title}").format(title=_(TITLES[kind])), expanded=False):
         rng = rng_for(ctx.text, f"lesson-{kind}")
         if kind == "softmax":
             ex = from_trace("softmax", ctx, traced(ctx, "enc_self", rng, state.NO_INTERVENTIONS), state.NO_INTERVENTIONS)

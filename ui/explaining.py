@@ -15,6 +15,7 @@ from dataclasses import replace
 import streamlit as st
 
 from analysis.records import ATTENTION, GRAD_INPUT, IG, IG_SEGMENTS, IG_STEPS, Explanation, IGResult
+from i18n import _
 from model.settings import Interventions
 from ui import keys, state
 from ui.widgets import md_escape, show
@@ -39,10 +40,10 @@ def pick_token(rows: list[str], *, key: str, param: str | None = None) -> int:
         st.session_state[key] = int(value) if value.isdigit() else 0
     st.session_state[key] = min(st.session_state[key], len(rows) - 1)
     if len(rows) == 1:
-        st.caption(f"Output token: {md_escape(rows[0])}")
+        st.caption(_("Output token: {token}").format(token=md_escape(rows[0])))
         position = 0
     else:
-        position = st.select_slider("Output token to explain", list(range(len(rows))), format_func=rows.__getitem__, key=key)
+        position = st.select_slider(_("Output token to explain"), list(range(len(rows))), format_func=rows.__getitem__, key=key)
     if param and position == 0:
         st.query_params.pop(param, None)
     elif param and st.query_params.get(param) != str(position):
@@ -52,19 +53,21 @@ def pick_token(rows: list[str], *, key: str, param: str | None = None) -> int:
 
 def pick_contrast(e: Explanation) -> int | None:
     """Contrastive mode: another of the step's candidates y′ (compact id), or None for log p(y) alone."""
-    options = [None] + [i for _, i, _ in e.candidates if i != e.target_id]
+    options = [None] + [i for _piece, i, _p in e.candidates if i != e.target_id]
     names = {i: (t, p) for t, i, p in e.candidates}
     if st.session_state.get(keys.CONTRAST) not in options:  # a choice made for another token
         st.session_state[keys.CONTRAST] = None
     return st.selectbox(
-        f"Why ‘{vt.display([e.target])[0]}’ and not …?",
+        _("Why ‘{word}’ and not …?").format(word=vt.display([e.target])[0]),
         options,
         format_func=lambda i: (
-            "(no contrast: explain log p(y))" if i is None else f"‘{vt.display([names[i][0]])[0]}’ (p = {names[i][1]:.3f})"
+            _("(no contrast: explain log p(y))") if i is None else f"‘{vt.display([names[i][0]])[0]}’ (p = {names[i][1]:.3f})"
         ),
         key=keys.CONTRAST,
-        help="Contrastive mode (Yin & Neubig 2022): the gradients then explain log p(y) − log p(y′), which source "
-        "words make the model prefer its word over this alternative.",
+        help=_(
+            "Contrastive mode (Yin & Neubig 2022): the gradients then explain log p(y) − log p(y′), which source "
+            "words make the model prefer its word over this alternative."
+        ),
     )
 
 
@@ -76,19 +79,25 @@ def integrated_gradients(
     sig = (ctx.path, ctx.text, ctx.settings, interventions, position, contrast)
     done = st.session_state.setdefault(keys.IG_DONE, set())
     if sig not in done and not st.button(
-        f"Compute Integrated Gradients ({IG_STEPS} steps)",
+        _("Compute Integrated Gradients ({steps} steps)").format(steps=IG_STEPS),
         key=key,
         icon=":material/calculate:",
-        help="A few seconds for a 15-word sentence: the model runs forward and backward once per step. Where the "
-        "model's output turns sharply along the way, that part of the path gets more steps, so that the attributions "
-        "still add up to the change in the objective.",
+        help=_(
+            "A few seconds for a 15-word sentence: the model runs forward and backward once per step. Where the "
+            "model's output turns sharply along the way, that part of the path gets more steps, so that the attributions "
+            "still add up to the change in the objective."
+        ),
     ):
         return None
-    bar = st.progress(0.0, text="Integrated Gradients…")
+    bar = st.progress(0.0, text=_("Integrated Gradients…"))
     parts = []
     for k in range(IG_SEGMENTS):
         parts.append(state.run_ig_part(ctx.path, ctx.text, ctx.settings, interventions, position, contrast, k))
-        bar.progress((k + 1) / IG_SEGMENTS, text=f"Integrated Gradients: {(k + 1) * IG_STEPS // IG_SEGMENTS} of {IG_STEPS} steps")
+        done_steps = (k + 1) * IG_STEPS // IG_SEGMENTS
+        bar.progress(
+            (k + 1) / IG_SEGMENTS,
+            text=_("Integrated Gradients: {done} of {steps} steps").format(done=done_steps, steps=IG_STEPS),
+        )
     bar.empty()
     done.add(sig)
     return IGResult.total(parts)
@@ -104,13 +113,15 @@ def explanation(ctx: state.Ctx, interventions: Interventions, position: int, con
 def completeness_note(e: Explanation) -> None:
     """What Integrated Gradients add up to, or that they are not computed yet."""
     if e.ig is None:
-        st.caption("Integrated Gradients are computed on request (button above); the other rows are ready.")
+        st.caption(_("Integrated Gradients are computed on request (button above); the other rows are ready."))
         return
     g = e.ig
     st.caption(
-        f"Integrated Gradients add up to {g.ig.sum():+.3f} nats; the objective {e.objective} moves by "
-        f"{g.f_input - g.f_baseline:+.3f} nats from the baseline (every word's embedding 0, positions kept) to the "
-        f"sentence: completeness holds to {g.relative_error:.2%} with {g.steps} steps."
+        _(
+            "Integrated Gradients add up to {total:+.3f} nats; the objective {objective} moves by "
+            "{moved:+.3f} nats from the baseline (every word's embedding 0, positions kept) to the "
+            "sentence: completeness holds to {error:.2%} with {steps} steps."
+        ).format(total=g.ig.sum(), objective=e.objective, moved=g.f_input - g.f_baseline, error=g.relative_error, steps=g.steps)
     )
 
 

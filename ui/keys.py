@@ -19,6 +19,7 @@ LESSON = "lesson"  # Lesson: the step, counted from 1
 TOKEN = "token"  # Attention vs attribution: the output token explained, counted from 0
 PRESENTER = "presenter"  # Lesson: presenter mode (1), big type and no sidebar
 OLD_VIEW = "view"  # links of the single-page app: ?view=attention (or ?view=Attention)
+LANG = "lang"  # the interface language (i18n.LANGUAGES): ?lang=de; the sidebar switch, kept in the URL by url_radio
 
 # -- the frame: sidebar and source box
 FRAME = "_frame"  # ui.state.Frame: model path, text and settings the page works on
@@ -127,6 +128,7 @@ ROOM_TYPED = "room_typed"  # a student's typed word ("Which word comes next?")
 ROOM_SEND = "room_send"
 ROOM_ASK_KIND = "room_ask_kind"
 ROOM_ASK_HIDE = "room_ask_hide"  # the source token a "Does it change?" question hides
+ROOM_ASK_EXERCISE = "room_ask_exercise"  # the kind of exercise sent to the room
 ROOM_ASK = "room_ask"
 ROOM_REVEAL = "room_reveal"
 ROOM_LAST_PAGE = "_room_last_page"  # the last page that is not /room: where a class starts

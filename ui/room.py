@@ -19,11 +19,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from classroom import codes
-from classroom.store import Question, RoomError, RoomNotFound, RoomStore, open_store
+from classroom.store import MAX_EXERCISE_ANSWER, Question, RoomError, RoomNotFound, RoomStore, open_store
+from i18n import _
 from ui import keys
 from ui.widgets import md_escape
 
@@ -53,6 +55,13 @@ RESETS = (keys.SENTENCE, keys.MODEL)  # a change of either starts per-input stat
 _store: RoomStore | None = None
 _store_lock = threading.Lock()
 _versions: dict[str, tuple[float, int]] = {}  # code -> (read at, version): one read per room every VERSION_TTL_S
+
+
+def say(e: Exception) -> str:
+    """A refusal of the store (``RoomError``: English text marked ``N_``, and its values) in the session's language."""
+    if isinstance(e, RoomError):
+        return _(e.message).format(**e.values)
+    return str(e)
 
 
 def store() -> RoomStore:
@@ -112,18 +121,18 @@ def join(code: str | None, secret: str | None = None, seat: str | None = None) -
     """Join room ``code`` (as its teacher when ``secret`` is its secret); False after noting why not (a wrong or
     expired code, too many tries). Rate-limited per session and, for wrong codes, per process."""
     if not bucket("join").allow():
-        st.session_state[keys.ROOM_NOTE] = "Too many tries to join a class: wait a minute, then try again."
+        st.session_state[keys.ROOM_NOTE] = _("Too many tries to join a class: wait a minute, then try again.")
         return False
     try:
         room = store().room(code)
     except RoomNotFound as e:
         if not codes.FAILED_JOINS.allow():  # many wrong codes from many sessions: each wrong try waits a little
             time.sleep(1.0)
-        st.session_state[keys.ROOM_NOTE] = str(e)
+        st.session_state[keys.ROOM_NOTE] = say(e)
         return False
     teacher = secret if codes.secret_matches(secret, room.secret_hash) else None
     if secret and not teacher:
-        st.session_state[keys.ROOM_NOTE] = "This teacher link is not valid for this class: you joined it as a student."
+        st.session_state[keys.ROOM_NOTE] = _("This teacher link is not valid for this class: you joined it as a student.")
     m = Membership(room.code, secret=teacher, seat=seat if codes.is_seat(seat) else codes.new_seat())
     m.page = room.view.get("page", m.page)
     m.published = dict(room.view) if teacher else {}
@@ -135,7 +144,7 @@ def join(code: str | None, secret: str | None = None, seat: str | None = None) -
 def start(view: dict) -> Membership | None:
     """Start a class showing ``view`` with this session as its teacher; None after a note when rate-limited."""
     if not bucket("start").allow():
-        st.session_state[keys.ROOM_NOTE] = "You started several classes just now: wait a minute before starting another."
+        st.session_state[keys.ROOM_NOTE] = _("You started several classes just now: wait a minute before starting another.")
         return None
     code, secret = store().create(view)
     m = Membership(code, secret=secret, published=dict(view), page=view.get("page", "attention"), applied=1)
@@ -174,7 +183,10 @@ def apply_view(view: dict, pages: dict, current_path: str, m: Membership) -> Non
                 continue
     page = view.get("page")
     if page in pages and page != current_path:
-        st.switch_page(pages[page], query_params={keys.ROOM: m.code, keys.SEAT: m.seat})
+        params = {keys.ROOM: m.code, keys.SEAT: m.seat}
+        if lang := st.query_params.get(keys.LANG):  # the student's language goes along
+            params[keys.LANG] = lang
+        st.switch_page(pages[page], query_params=params)
 
 
 def arrive(pages: dict, current) -> None:
@@ -205,7 +217,7 @@ def arrive(pages: dict, current) -> None:
     try:
         room = store().room(m.code)
     except RoomNotFound as e:
-        st.session_state[keys.ROOM_NOTE] = str(e)
+        st.session_state[keys.ROOM_NOTE] = say(e)
         leave()
         return
     _versions[m.code] = (time.monotonic(), room.version)
@@ -229,20 +241,23 @@ def explore() -> None:
 def sidebar_box(m: Membership) -> None:
     """The sidebar's room box: which room, who leads, explore / back, nickname, leave."""
     sb = st.sidebar
-    sb.subheader(f"Class {m.code}")
+    sb.subheader(_("Class {code}").format(code=m.code))
     if m.teacher:
-        sb.caption("You lead this class: students' screens follow yours.")
+        sb.caption(_("You lead this class: students' screens follow yours."))
     elif m.following:
-        sb.caption("The teacher leads: your screen follows the teacher's.")
-        sb.button("Explore on my own", key=keys.ROOM_EXPLORE, on_click=explore, icon=":material/explore:")
+        sb.caption(_("The teacher leads: your screen follows the teacher's."))
+        sb.button(_("Explore on my own"), key=keys.ROOM_EXPLORE, on_click=explore, icon=":material/explore:")
     else:
-        sb.caption("You are exploring on your own; the class goes on.")
-        sb.button("Back to the class", key=keys.ROOM_BACK, on_click=back_to_class, icon=":material/group:")
+        sb.caption(_("You are exploring on your own; the class goes on."))
+        sb.button(_("Back to the class"), key=keys.ROOM_BACK, on_click=back_to_class, icon=":material/group:")
     if not m.teacher:
         sb.text_input(
-            "Nickname (optional)", key=keys.ROOM_NICKNAME, max_chars=codes.MAX_NICKNAME, help="Shown to the teacher only."
+            _("Nickname (optional)"),
+            key=keys.ROOM_NICKNAME,
+            max_chars=codes.MAX_NICKNAME,
+            help=_("Shown to the teacher only."),
         )
-    sb.button("Leave the class", key=keys.ROOM_LEAVE, on_click=leave, type="tertiary")
+    sb.button(_("Leave the class"), key=keys.ROOM_LEAVE, on_click=leave, type="tertiary")
 
 
 def panel() -> None:
@@ -290,7 +305,7 @@ def live() -> None:
     try:
         version = room_version(m.code)
     except RoomNotFound as e:
-        st.session_state[keys.ROOM_NOTE] = str(e)
+        st.session_state[keys.ROOM_NOTE] = say(e)
         leave()
         st.rerun(scope="app")
     if m.teacher:
@@ -301,7 +316,9 @@ def live() -> None:
     if q is None:
         return
     with st.container(border=True):
-        if m.teacher:
+        if q.kind == "exercise":
+            exercise_question(m, q)
+        elif m.teacher:
             teacher_question(m, q)
         else:
             student_question(m, q)
@@ -309,36 +326,43 @@ def live() -> None:
 
 def student_question(m: Membership, q: Question) -> None:
     """The question as a student sees it: the options to pick (or a word to type), then the reveal."""
-    st.markdown(f"**Question {q.id}:** {md_escape(q.prompt)}")
+    st.markdown(_("**Question {n}:** {prompt}").format(n=q.id, prompt=md_escape(q.prompt)))
     if q.revealed:
         mine = m.mine.get(q.id)
-        st.caption("Your answer: " + (md_escape(mine) if mine else "none") + ". The model's answer:")
+        st.caption(_("Your answer: {answer}. The model's answer:").format(answer=md_escape(mine) if mine else _("none")))
         results(m, q)
         return
     pick = st.pills(  # labels are Markdown there: escaped, a token shows as itself
-        "Your answer", q.options, key=f"{keys.ROOM_PICK}_{q.id}", format_func=md_escape, label_visibility="collapsed"
+        _("Your answer"), q.options, key=f"{keys.ROOM_PICK}_{q.id}", format_func=md_escape, label_visibility="collapsed"
     )
     typed = ""
     if q.kind == "next":
-        typed = st.text_input("…or type a word", key=f"{keys.ROOM_TYPED}_{q.id}", max_chars=codes.MAX_ANSWER)
+        typed = st.text_input(_("…or type a word"), key=f"{keys.ROOM_TYPED}_{q.id}", max_chars=codes.MAX_ANSWER)
     choice = (typed or "").strip() or pick
-    if st.button("Send my answer", key=f"{keys.ROOM_SEND}_{q.id}", disabled=not choice, type="primary"):
+    send_answer(m, q, choice, codes.MAX_ANSWER, disabled=not choice)
+
+
+def send_answer(m: Membership, q: Question, choice: str | None, limit: int, *, disabled: bool = False) -> None:
+    """The "Send my answer" button of question ``q`` (rate-limited per session), then what was sent."""
+    if st.button(_("Send my answer"), key=f"{keys.ROOM_SEND}_{q.id}", disabled=disabled, type="primary"):
         if not bucket("answer").allow():
-            st.warning("You are answering very fast: wait a second and send again.")
+            st.warning(_("You are answering very fast: wait a second and send again."))
         else:
             try:
                 store().answer(m.code, q.id, m.seat, choice, st.session_state.get(keys.ROOM_NICKNAME) or "")
-                m.mine[q.id] = codes.clean_text(choice, codes.MAX_ANSWER)
+                m.mine[q.id] = codes.clean_text(choice, limit)
             except RoomError as e:
-                st.warning(str(e))
+                st.warning(say(e))
     if q.id in m.mine:
-        st.caption(f"Sent: {md_escape(m.mine[q.id])}. You can change it until the teacher reveals the answer.")
+        st.caption(
+            _("Sent: {answer}. You can change it until the teacher reveals the answer.").format(answer=md_escape(m.mine[q.id]))
+        )
 
 
 def tally(q: Question, answers) -> tuple[list[str], list[int]]:
     """(labels, counts) of ``answers``: every option in order, then typed words, most frequent first."""
     counts = Counter(a.choice for a in answers)
-    typed = [w for w, _ in counts.most_common() if w not in q.options]
+    typed = [w for w, _n in counts.most_common() if w not in q.options]
     labels = list(q.options) + typed
     return labels, [counts.get(w, 0) for w in labels]
 
@@ -349,10 +373,11 @@ def figure(q: Question, answers) -> go.Figure:
     n = max(1, sum(counts))
     # plotly reads tags and entities in labels (<a href>, <b>): a typed answer is escaped, so it shows as typed
     x = [html.escape(w) for w in labels]
-    fig = go.Figure(go.Bar(x=x, y=[c / n for c in counts], name=f"class ({sum(counts)} answers)", text=counts))
+    name = _("class ({n} answers)").format(n=sum(counts))
+    fig = go.Figure(go.Bar(x=x, y=[c / n for c in counts], name=name, text=counts))
     truth = q.truth.get("probs") or q.truth.get("weights")
     if q.revealed and truth:
-        name = "model probability" if q.kind == "next" else "head's weight"
+        name = _("model probability") if q.kind == "next" else _("head's weight")
         fig.add_bar(x=x[: len(q.options)], y=truth, name=name, text=[f"{p:.2f}" for p in truth])
     fig.update_layout(
         barmode="group",
@@ -360,35 +385,106 @@ def figure(q: Question, answers) -> go.Figure:
         legend=dict(orientation="h", y=1.15),
         height=320,
         margin=dict(l=10, r=10, t=30, b=10),
-        yaxis=dict(range=[0, 1], title="share"),
+        yaxis=dict(range=[0, 1], title=_("share")),
     )
     return fig
 
 
 def results(m: Membership, q: Question) -> None:
+    """The class's answers to ``q`` so far: bars of the options (an exercise: graded, once revealed)."""
     answers = store().answers(m.code, q.id)
-    st.caption(f"{len(answers)} answers" + (" so far" if not q.revealed else ""))
+    if q.kind == "exercise":
+        from analysis.exercises import Exercise
+
+        if q.revealed:
+            class_summary(Exercise.from_dict(q.truth), answers)
+        else:
+            st.caption(_("{n} answers so far").format(n=len(answers)))
+        return
+    n = len(answers)
+    st.caption(_("{n} answers so far").format(n=n) if not q.revealed else _("{n} answers").format(n=n))
     st.plotly_chart(figure(q, answers), key=f"room_hist_{q.id}", config={"displaylogo": False})
     if q.revealed and q.kind == "mask":
-        st.markdown(f"The model's answer: **{md_escape(q.truth.get('answer', '?'))}**")
-        st.text(f"before: {q.truth.get('before', '')}\nafter:  {q.truth.get('after', '')}")
+        st.markdown(_("The model's answer: **{answer}**").format(answer=md_escape(q.truth.get("answer", "?"))))
+        before, after = q.truth.get("before", ""), q.truth.get("after", "")
+        st.text(_("before: {before}\nafter:  {after}").format(before=before, after=after))
     elif q.revealed and q.truth.get("best"):
-        st.markdown(f"The model's answer: **{md_escape(q.truth['best'])}**")
+        st.markdown(_("The model's answer: **{answer}**").format(answer=md_escape(q.truth["best"])))
 
 
 def reveal(m: Membership, qid: int) -> None:
     try:
         store().reveal(m.code, m.secret, qid)
     except RoomError as e:
-        st.session_state[keys.ROOM_NOTE] = str(e)
+        st.session_state[keys.ROOM_NOTE] = say(e)
 
 
 def teacher_question(m: Membership, q: Question) -> None:
     """The question as the teacher (the projector) sees it: the answers as they come in, and "Reveal"."""
-    st.markdown(f"**Question {q.id}:** {md_escape(q.prompt)}")
+    st.markdown(_("**Question {n}:** {prompt}").format(n=q.id, prompt=md_escape(q.prompt)))
     results(m, q)
+    reveal_button(m, q)
+
+
+def reveal_button(m: Membership, q: Question) -> None:
     if not q.revealed:
-        st.button("Reveal", key=keys.ROOM_REVEAL, on_click=reveal, args=(m, q.id), type="primary", icon=":material/visibility:")
+        st.button(
+            _("Reveal"), key=keys.ROOM_REVEAL, on_click=reveal, args=(m, q.id), type="primary", icon=":material/visibility:"
+        )
+
+
+def exercise_question(m: Membership, q: Question) -> None:
+    """An exercise sent to the room (``q.truth``: ``Exercise.to_dict``): every screen shows it; a student answers in
+    the exercise's own answer box; on "Reveal" the teacher sees how many answered, the share right and the most common
+    named mistake (``analysis.exercises.class_result``), a student also whether their answer was right, and why not."""
+    from analysis.exercises import Exercise, answer_text, grade, read_answer
+    from ui import exercises as ux  # the exercise widgets (they reach the model's cached calls through ui.state)
+
+    ex = Exercise.from_dict(q.truth)
+    st.markdown(_("**Exercise {n}: {title}.** {prompt}").format(n=q.id, title=md_escape(ex.title), prompt=md_escape(ex.prompt)))
+    if ex.kind != "mask" or ex.labels:
+        st.dataframe(pd.DataFrame(ex.table), hide_index=True)
+    if ex.tolerance:
+        st.caption(_("Graded on the rounded numbers shown: each number may be off by ±{tol}.").format(tol=f"{ex.tolerance:g}"))
+    answers = store().answers(m.code, q.id) if m.teacher or q.revealed else []
+    if not m.teacher and not q.revealed:
+        answer = ux._answer_box(ex, f"{keys.ROOM_TYPED}_{q.id}")
+        empty = not answer if isinstance(answer, str) else False  # "nothing is masked" is an answer
+        send_answer(m, q, answer_text(answer), MAX_EXERCISE_ANSWER, disabled=empty)
+        return
+    if not q.revealed:
+        st.caption(_("{n} answers so far").format(n=len(answers)))
+        reveal_button(m, q)
+        return
+    class_summary(ex, answers)
+    mine = m.mine.get(q.id)
+    if not m.teacher:
+        if mine is None:
+            st.caption(_("You did not answer this exercise."))
+        else:
+            fb = grade(ex, read_answer(ex, mine))
+            mark = st.success if fb.correct else st.warning
+            mark(_("Your answer: {answer}").format(answer=md_escape(mine)) + "  \n" + md_escape(fb.message))
+    with st.expander(_("The worked solution")):
+        st.markdown(ux._md(grade(ex, "").solution))
+
+
+def class_summary(ex, answers) -> None:
+    """The class's answers to exercise ``ex``, graded: how many answered, the share right, the most common named
+    mistake (``analysis.exercises.class_result``)."""
+    from analysis.exercises import MISTAKES, class_result
+
+    result = class_result(ex, [a.choice for a in answers])
+    common = MISTAKES.get(result.most_common or "", "")
+    st.markdown(
+        _("**Answered:** {n} · **right:** {share} %").format(n=result.n, share=round(100 * result.share_correct))
+        + "  \n"
+        + (
+            _("**Most common mistake:** {mistake}").format(mistake=md_escape(_(common)))
+            if common
+            else _("No named mistake was made.")
+        )
+    )
 
 
 def export_csv(m: Membership) -> str:

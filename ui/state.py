@@ -33,6 +33,7 @@ from analysis.attribution import explain_item, explain_many, ig_part, layer_lens
 from analysis.records import Analysis, EncoderDistance, Explanation, HeadTrace, IGPart, LayerLens, Maps, WordOrder, rollout
 from analysis.stats import head_stats
 from analysis.trace import head_trace_item, head_trace_many
+from i18n import _
 from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
 from model.facts import KINDS, InputError, shift_right
 from model.settings import NO_INTERVENTIONS, DecodeSettings, Interventions
@@ -115,7 +116,7 @@ def test_bleu_line(info: dict) -> str | None:
     evaluation = info.get("evaluation") if isinstance(info.get("evaluation"), dict) else {}
     scores = {}
     for key, result in evaluation.items():
-        corpus, _, split = key.partition("/")
+        corpus, _slash, split = key.partition("/")
         bleu = result.get("greedy", {}).get("bleu") if isinstance(result, dict) else None
         if split and isinstance(bleu, int | float):
             scores[corpus] = f"{CORPUS_NAMES.get(corpus, corpus)} {bleu:.1f}"
@@ -207,7 +208,7 @@ def run_forced_original(
     source = run_analysis(path, text, settings, NO_INTERVENTIONS).source
     out = run_analysis(path, text if output_of is None else output_of, settings, NO_INTERVENTIONS).out_ids
     cfg = loaded.model.cfg
-    _, tgt_out = shift_right(out, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
+    _tgt_in, tgt_out = shift_right(out, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
     return MODEL_WORKER.call(loaded, decode_time_maps, source.ids, tgt_out, interventions, tokenizer=False)
 
 
@@ -237,7 +238,7 @@ def run_norm_maps(path: str, text: str, settings: DecodeSettings) -> Maps:
     loaded = load_model(path)
     analysis = run_analysis(path, text, settings, NO_INTERVENTIONS)
     cfg = loaded.model.cfg
-    _, tgt_out = shift_right(analysis.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
+    _tgt_in, tgt_out = shift_right(analysis.out_ids, bos_id=cfg.bos_id, eos_id=cfg.eos_id, max_len=cfg.max_len)
     return MODEL_WORKER.call(loaded, norm_weighted_maps, analysis.source.ids, tgt_out, tokenizer=False)
 
 
@@ -396,7 +397,7 @@ def page_context(frame: Frame) -> Ctx | None:
     Text longer than the model reads is cut, with a warning that shows the part the model sees.
     """
     if not frame.text.strip():
-        st.info("Type a sentence in the box above (or pick an example) to see its translation and attention.")
+        st.info(_("Type a sentence in the box above (or pick an example) to see its translation and attention."))
         return None
     try:
         analysis = (
@@ -405,13 +406,15 @@ def page_context(frame: Frame) -> Ctx | None:
             else run_analysis(frame.path, frame.text, frame.settings, NO_INTERVENTIONS)
         )
     except InputError as e:
-        st.error(str(e))
+        st.error(_(str(e)))  # a fixed message (analysis.analyze), translated in ui.catalog's list
         return None
     loaded = load_model(frame.path)
     if analysis.source.truncated:
         st.warning(
-            f"Your text has {analysis.source.n_tokens_original} tokens; the model reads at most {loaded.model.cfg.max_len - 1} "
-            "(plus <eos>), so the rest was cut off. The model sees only this part:"
+            _(
+                "Your text has {n} tokens; the model reads at most {most} (plus <eos>), so the rest was cut off. The "
+                "model sees only this part:"
+            ).format(n=analysis.source.n_tokens_original, most=loaded.model.cfg.max_len - 1)
         )
         st.text(analysis.source.text)
     return Ctx(frame.path, frame.text, frame.settings, analysis, loaded, frame.task)

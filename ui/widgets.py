@@ -17,6 +17,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from analysis.records import MapView
+from i18n import _
 from ui import catalog, keys
 from viz import attention as va
 from viz import export as vx
@@ -62,7 +63,7 @@ def cut_warning(key: str, text: str) -> None:
     """A warning that ``text`` is the URL's text ``key`` cut to ``MAX_CHARS`` (see ``cut_url_text``), if it is."""
     n, kept = st.session_state.get(keys.cut(key), (0, None))
     if text == kept:
-        st.warning(f"The text in the link had {n:,} characters: only the first {MAX_CHARS:,} are used.")
+        st.warning(_("The text in the link had {n:,} characters: only the first {kept:,} are used.").format(n=n, kept=MAX_CHARS))
 
 
 class MapCsv(NamedTuple):
@@ -106,13 +107,13 @@ def show(fig, key: str, *, csv: MapCsv | None = None, on_select=None) -> None:
     )
     page = partial(vx.figure_html, fig)
     if csv is None:  # one button needs no row of its own (an element fewer per figure: a class at once, 8i)
-        download("Figure (HTML)", page, f"{key}.html", "text/html")
+        download(_("Figure (HTML)"), page, f"{key}.html", "text/html")
         return
     with st.container(horizontal=True, gap="small", vertical_alignment="center"):
-        download("Figure (HTML)", page, f"{key}.html", "text/html")
+        download(_("Figure (HTML)"), page, f"{key}.html", "text/html")
         data = partial(vx.attention_csv, csv.w, csv.q, csv.k, predicted=csv.predicted)
-        download("Map (CSV)", data, f"{key}.csv", "text/csv")
-        table = st.toggle("Show as table", key=f"{key}__table", help="The same numbers as a table (for screen readers).")
+        download(_("Map (CSV)"), data, f"{key}.csv", "text/csv")
+        table = st.toggle(_("Show as table"), key=f"{key}__table", help=_("The same numbers as a table (for screen readers)."))
     if table:
         st.table(va.map_table(csv.w, csv.q, csv.k, predicted=csv.predicted, reasons=csv.reasons))
 
@@ -232,7 +233,8 @@ def clamped_slider(label: str, n: int, *, key: str, param: str | None = None, **
 
 def head_slider(label: str, n_heads: int, *, key: str, **kw) -> int | None:
     """A head picker: "mean" or 1..n_heads; returns the head counted from 0, or None for the mean over heads."""
-    head = st.select_slider(label, ["mean", *map(str, range(1, n_heads + 1))], value="mean", key=key, **kw)
+    options = ["mean", *map(str, range(1, n_heads + 1))]
+    head = st.select_slider(label, options, value="mean", key=key, format_func=lambda h: _("mean") if h == "mean" else h, **kw)
     return None if head == "mean" else int(head) - 1
 
 
@@ -249,21 +251,23 @@ def pick_layer_head(n_layers: int, n_heads: int) -> tuple[int, int | None]:
         # The default, the last layer, is also where a link's layer beyond this kind's opens (the URL drops it). The
         # default must not change while the widget lives: the URL leaves out the default value.
         value = None if clamp else n_layers
-        layer = slider_or_fixed("Layer", 1, n_layers, key=keys.LAYER, value=value, bind="query-params")
+        layer = slider_or_fixed(_("Layer"), 1, n_layers, key=keys.LAYER, value=value, bind="query-params")
     with c2:
-        head = head_slider("Head", n_heads, key=keys.HEAD, bind="query-params")
+        head = head_slider(_("Head"), n_heads, key=keys.HEAD, bind="query-params")
     return layer - 1, head
 
 
-def url_radio(label: str, options: dict[str, str], *, key: str, default: str, **kw) -> str:
+def url_radio(label: str, options: dict[str, str], *, key: str, default: str, translate: bool = True, **kw) -> str:
     """A radio over ``options`` (short key -> label) whose choice the URL keeps as the short key (``?kind=cross``).
+    The labels are English and shown translated (``translate=False``: as they are, e.g. the language names).
 
     ``bind="query-params"`` would write the label, so the URL is kept here: the parameter is read when the
     widget has no value yet (an old link's label is read as its key) and written back after every run.
     """
     if key not in st.session_state:
         st.session_state[key] = catalog.choice_key(options, st.query_params.get(key)) or default
-    value = st.radio(label, list(options), format_func=options.get, key=key, **kw)
+    show = (lambda k: _(options[k])) if translate else options.get
+    value = st.radio(label, list(options), format_func=show, key=key, **kw)
     if value == default:
         st.query_params.pop(key, None)
     elif st.query_params.get(key) != value:
@@ -276,7 +280,9 @@ def n_layers_of(cfg, kind: str) -> int:
 
 
 def head_label(layer: int, head: int | None) -> str:
-    return f"layer {layer + 1}, " + ("mean over heads" if head is None else f"head {head + 1}")
+    if head is None:
+        return _("layer {layer}, mean over heads").format(layer=layer + 1)
+    return _("layer {layer}, head {head}").format(layer=layer + 1, head=head + 1)
 
 
 def clicked_point(chart_key: str) -> dict | None:

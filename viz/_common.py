@@ -19,6 +19,7 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
+from i18n import _
 from model.facts import ABLATED, FUTURE, HIDDEN, KINDS, REASON_NAMES, UNWRITTEN, VISIBLE, WINDOW
 
 _VIRIDIS = list(plotly.colors.sequential.Viridis)  # dark purple -> yellow, perceptually uniform (plotly's own scale)
@@ -142,6 +143,18 @@ def figure(data: Sequence[dict], layout: dict) -> go.Figure:
     return go.Figure(data=list(data), layout=layout, _validate=VALIDATE_FIGURES)
 
 
+class Translated(dict):
+    """A dict of English texts marked ``N_``, read in the current language: ``get`` and ``[]`` pass the text through
+    ``_()`` (``viz.stats.COLUMN_HELP.get(column)`` is German in a German session); ``values()`` and ``items()`` give
+    the English."""
+
+    def __getitem__(self, key):
+        return _(super().__getitem__(key))
+
+    def get(self, key, default=None):
+        return _(super().__getitem__(key)) if key in self else default
+
+
 # -- label sizes and margins -----------------------------------------------------------------------------
 # An axis with ``automargin=True`` makes plotly.js measure its labels and, if they do not fit, grow the
 # margin and lay the whole figure out a second time. Margins estimated here from the labels' text are
@@ -221,9 +234,10 @@ def axis(title: str | None = None, **kw) -> dict:
     return out
 
 
-def weight_colors(label: str = "weight", zmax: float = 1) -> dict:
+def weight_colors(label: str | None = None, zmax: float = 1) -> dict:
     """``go.Heatmap`` colour settings for attention-like weights: the white-to-blue scale on ``[0, zmax]``
-    (keep ``zmax=1`` so a colour means the same weight in every figure) and a colour bar titled ``label``."""
+    (keep ``zmax=1`` so a colour means the same weight in every figure) and a colour bar titled ``label`` (None: "weight")."""
+    label = _("weight") if label is None else label
     return dict(colorscale=ATTENTION_COLORSCALE, zmin=0, zmax=zmax, colorbar=dict(title=dict(text=label), **COLORBAR))
 
 
@@ -266,9 +280,10 @@ def heatmap_axes(
     return x, y
 
 
-def heatmap_margins(x_ticks: dict, y_ticks: dict, *, top: int, colorbar: str | None = "weight", cb_ticks=("0.8",)) -> dict:
+def heatmap_margins(x_ticks: dict, y_ticks: dict, *, top: int, colorbar: str | None = "", cb_ticks=("0.8",)) -> dict:
     """``layout.margin`` that fits a heatmap's tick labels (``x_ticks`` / ``y_ticks`` as for ``heatmap_axes``),
-    one-line axis titles and a colour bar titled ``colorbar`` (None: no colour bar); ``top`` px above."""
+    one-line axis titles and a colour bar titled ``colorbar`` ("": "weight"; None: no colour bar); ``top`` px above."""
+    colorbar = _("weight") if colorbar == "" else colorbar
     xs = x_ticks.get("tickfont", {}).get("size", FONT["size"])
     ys = y_ticks.get("tickfont", {}).get("size", FONT["size"])
     xa = x_ticks.get("tickangle", 0)
@@ -368,7 +383,8 @@ def token_labels(shown: Sequence[str]) -> tuple[list[str], list[str]]:
     Hover text carries the position, so it is unique even for repeated tokens: ``"▁dog (pos 5)"``;
     tick text is the token cut by ``short``: ``"▁dog"``.
     """
-    return [f"{esc(t)} (pos {i})" for i, t in enumerate(shown)], [esc(short(t)) for t in shown]
+    pos = _("{token} (pos {i})")
+    return [pos.format(token=esc(t), i=i) for i, t in enumerate(shown)], [esc(short(t)) for t in shown]
 
 
 # -- hidden cells ---------------------------------------------------------------------------------------
@@ -464,8 +480,8 @@ def mask_marks(sel: np.ndarray, reason: int, cell_px: float) -> dict:
 def marks_legend(reasons: Iterable[int]) -> str:
     """What the grey cells of the given reason codes mean, with their marks: ``"grey cells marked × are masked
     (future)"``; "" when there are none."""
-    parts = [f"{MASK_MARKS[r]} {REASON_NAMES[r]}" for r in GREY_ORDER if r in set(reasons)]
-    return ("grey cells are hidden from the query, marked " + ", ".join(parts)) if parts else ""
+    parts = [f"{MASK_MARKS[r]} {_(REASON_NAMES[r])}" for r in GREY_ORDER if r in set(reasons)]
+    return _("grey cells are hidden from the query, marked {marks}").format(marks=", ".join(parts)) if parts else ""
 
 
 def plain(text: str | None) -> str:
@@ -481,8 +497,8 @@ def alt_text(title: str | None, *, rows: str, cols: str, shape: tuple[int, int] 
     >>> alt_text("Cross-attention, layer 2, head 3", rows="output tokens", cols="source tokens", shape=(4, 6))
     'Cross-attention, layer 2, head 3: rows are output tokens, columns source tokens (4 × 6 cells).'
     """
-    head = plain(title).rstrip(". ") or "Heatmap"
-    size = f" ({shape[0]} × {shape[1]} cells)" if shape else ""
-    out = f"{head}: rows are {rows}, columns {cols}{size}."
+    head = plain(title).rstrip(". ") or _("Heatmap")
+    size = _(" ({n_rows} × {n_cols} cells)").format(n_rows=shape[0], n_cols=shape[1]) if shape else ""
+    out = _("{what}: rows are {rows}, columns {cols}{size}.").format(what=head, rows=rows, cols=cols, size=size)
     extra = [n for n in notes if n]
     return out + ("" if not extra else " " + " ".join(n[0].upper() + n[1:].rstrip(".") + "." for n in extra))

@@ -25,6 +25,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis.records import AttentionView, MapView
+from i18n import N_, _
 from model.facts import ABLATED, KIND_NAMES, REASON_NAMES, REASONS, VISIBLE
 from viz._common import (
     ATTENTION_COLORSCALE,
@@ -62,15 +63,26 @@ from viz._common import (
 from viz.tokens import display
 
 KIND_EXPLAIN = {
-    "enc_self": "each source token (row) mixes in the source tokens (columns) it attends to",
-    "dec_self": "each target position (row) sees only itself and earlier tokens (grey: masked future)",
-    "cross": "each target position (row) looks at the source sentence (columns) to choose the next word",
-}
+    "enc_self": N_("each source token (row) mixes in the source tokens (columns) it attends to"),
+    "dec_self": N_("each target position (row) sees only itself and earlier tokens (grey: masked future)"),
+    "cross": N_("each target position (row) looks at the source sentence (columns) to choose the next word"),
+}  # English, marked for the catalogue: shown through _()
 ROWS_COLS = {  # what a map's rows and columns are, in words (its text alternative)
-    "enc_self": ("source tokens (queries)", "source tokens (keys)"),
-    "dec_self": ("output tokens (queries)", "output tokens (keys)"),
-    "cross": ("output tokens", "source tokens"),
+    "enc_self": (N_("source tokens (queries)"), N_("source tokens (keys)")),
+    "dec_self": (N_("output tokens (queries)"), N_("output tokens (keys)")),
+    "cross": (N_("output tokens"), N_("source tokens")),
 }
+
+
+def _rows_cols(kind: str) -> tuple[str, str]:
+    """``ROWS_COLS[kind]`` in the current language."""
+    rows, cols = ROWS_COLS[kind]
+    return _(rows), _(cols)
+
+
+def kind_name(kind: str) -> str:
+    """``model.facts.KIND_NAMES[kind]`` in the current language (the catalogue viz.po carries the three names)."""
+    return _(KIND_NAMES[kind])
 
 
 # -- labels ---------------------------------------------------------------------------------------
@@ -96,17 +108,17 @@ def _labels(kind: str, q_tokens, k_tokens, predicted, n_q: int, n_k: int) -> _La
         p = display(check_tokens(predicted, "predicted", n_q, "the map's query axis (rows)"))
     q_hover, q_tick = token_labels(q)
     if p:
-        q_hover = [f"{h} \u2192 predicts {esc(n)}" for h, n in zip(q_hover, p, strict=True)]
+        predicts = _("{query} \u2192 predicts {token}")
+        q_hover = [predicts.format(query=h, token=esc(n)) for h, n in zip(q_hover, p, strict=True)]
         q_tick = [f"{t} \u2192 {esc(short(n))}" for t, n in zip(q_tick, p, strict=True)]
     k_hover, k_tick = token_labels(k)
-    src = "source token"
-    tgt = "target token" + (" → predicts" if p else "")
+    tgt = _("query (target token → predicts)") if p else _("query (target token)")
     if kind == "enc_self":
-        x_title, y_title = f"key ({src})", f"query ({src})"
+        x_title, y_title = _("key (source token)"), _("query (source token)")
     elif kind == "dec_self":
-        x_title, y_title = "key (target token)", f"query ({tgt})"
+        x_title, y_title = _("key (target token)"), tgt
     else:  # cross
-        x_title, y_title = f"key ({src})", f"query ({tgt})"
+        x_title, y_title = _("key (source token)"), tgt
     return _Labels(q_hover, k_hover, q_tick, k_tick, x_title, y_title)
 
 
@@ -129,7 +141,7 @@ def _mask_trace(sel: np.ndarray, reason: int, x, y, hovertemplate: str | None, c
         zmax=1,
         showscale=False,
         hoverongaps=False,
-        name=REASON_NAMES[reason],
+        name=_(REASON_NAMES[reason]),
         xgap=0,
         ygap=0,
         **mask_marks(sel, reason, cell_px),
@@ -214,10 +226,10 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
     y = mosaic_axis([lab.q_hover] * L, gap)
     x = mosaic_axis([lab.k_hover] * H, gap)
     if head_names is not None and H == 1:
-        who = f"layer %{{customdata[0]}}, {esc(head_names[0])}"
+        who = _("layer %{customdata[0]}, {head}").replace("{head}", esc(head_names[0]))  # not format: %{...} is plotly's
     else:
-        who = "layer %{customdata[0]}, head %{customdata[1]}"
-    head = f"<b>{who}</b><br>query: %{{y}}<br>key: %{{x}}<br>"
+        who = _("layer %{customdata[0]}, head %{customdata[1]}")
+    head = f"<b>{who}</b><br>" + _("query: %{y}<br>key: %{x}<br>")
     traces = [
         dict(
             type="heatmap",
@@ -234,20 +246,20 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
     for reason in GREY_ORDER:
         sel = why == reason
         if sel.any():
-            hover = head + f"<i>{REASONS[reason]}</i><extra></extra>"
+            hover = head + f"<i>{_(REASONS[reason])}</i><extra></extra>"
             traces.append(_mask_trace(sel, reason, x, y, hover, cd, cell_px=cell if ticks else 0))
 
     # ticks: token labels for each layer's rows and each head's columns, else "layer l" / "head h"
     rows_at = [tile_origin(l, 0, Q, K, gap)[0] + i for l in range(L) for i in range(Q)]
     cols_at = [tile_origin(0, h, Q, K, gap)[1] + j for h in range(H) for j in range(K)]
-    names = [esc(n) for n in head_names] if head_names is not None else [f"head {h + 1}" for h in range(H)]
+    names = [esc(n) for n in head_names] if head_names is not None else [_("head {h}").format(h=h + 1) for h in range(H)]
     if ticks:
         yaxis_ticks = dict(tickvals=rows_at, ticktext=lab.q_tick * L, **tick_style(cell, rotate=False))
         xaxis_ticks = dict(tickvals=cols_at, ticktext=lab.k_tick * H, **tick_style(cell, rotate=True))
     else:
         yaxis_ticks = dict(
             tickvals=[tile_origin(l, 0, Q, K, gap)[0] + (Q - 1) / 2 for l in range(L)],
-            ticktext=[f"layer {l + 1}" for l in range(L)],
+            ticktext=[_("layer {l}").format(l=l + 1) for l in range(L)],
         )
         xaxis_ticks = dict(tickvals=[tile_origin(0, h, Q, K, gap)[1] + (K - 1) / 2 for h in range(H)], ticktext=names)
 
@@ -255,27 +267,31 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
     for l in range(L):
         for h in range(H):
             y0, x0 = tile_origin(l, h, Q, K, gap)
-            name = f"H{h + 1}" if head_names is None else names[h]
-            annotations.append(tile_label(x0, y0, f"<b>L{l + 1} {name}</b>" + (" · ablated" if (l, h) in abl else "")))
+            name = _("H{h}").format(h=h + 1) if head_names is None else names[h]
+            tile_name = _("L{l} {head}").format(l=l + 1, head=name)
+            annotations.append(tile_label(x0, y0, f"<b>{tile_name}</b>" + (_(" · ablated") if (l, h) in abl else "")))
             outlines.append(f"M{x0 - 0.5},{y0 - 0.5}H{x0 + K - 0.5}V{y0 + Q - 0.5}H{x0 - 0.5}Z")
     # every tile's frame in ONE path shape: a shape per tile costs ~0.1 ms each to build and one DOM node each to draw
     frames = dict(type="path", path="".join(outlines), xref="x", yref="y", line=dict(color="#c8c8c8", width=0.6), layer="above")
 
     # the whole layout as one dict, handed to the figure once: every update_layout / update_xaxes call
     # re-walks plotly's property tree, which took ~3/4 of the time to build a mosaic
-    kind_title = KIND_NAMES[kind] + " · every layer (rows) × head (columns)"
+    kind_title = _("{kind} · every layer (rows) × head (columns)").format(kind=kind_name(kind))
     top = 85 if title is None or title else 45
-    rows, cols = ROWS_COLS[kind]
+    rows, cols = _rows_cols(kind)
     alt = alt_text(
         title or kind_title,
-        rows=f"{L} layers and columns {H} heads of tiles; in each tile rows are {rows}",
+        rows=_("{L} layers and columns {H} heads of tiles; in each tile rows are {rows}").format(L=L, H=H, rows=rows),
         cols=cols,
         shape=(Q, K),
-        notes=[marks_legend(np.unique(why).tolist()), f"colour: {view.measure} from 0 (light) to 1 (dark)"],
+        notes=[
+            marks_legend(np.unique(why).tolist()),
+            _("colour: {measure} from 0 (light) to 1 (dark)").format(measure=view.measure),
+        ],
     )
     xaxis, yaxis = heatmap_axes(lab.x_title, lab.y_title, xaxis_ticks, yaxis_ticks, zeroline=False)
     layout = base_layout(
-        title if title is not None else f"{kind_title}<br><sup>{KIND_EXPLAIN[kind]}</sup>",
+        title if title is not None else f"{kind_title}<br><sup>{_(KIND_EXPLAIN[kind])}</sup>",
         coloraxis=dict(
             colorscale=ATTENTION_COLORSCALE,
             cmin=0,
@@ -338,8 +354,8 @@ def attention_heatmap(view: MapView, *, title: str | None = None) -> go.Figure:
     reasons = check_reasons(view.reasons, Q, K)
     z = np.where(reasons != VISIBLE, np.float32(np.nan), m).astype(np.float32)
 
-    who = "head average" if head is None else f"head {head + 1}"
-    who = f"layer {layer + 1}, {who}" if layer is not None else ("" if head is None else who)
+    who = _("head average") if head is None else _("head {h}").format(h=head + 1)
+    who = _("layer {l}, {head}").format(l=layer + 1, head=who) if layer is not None else ("" if head is None else who)
     cell = float(np.clip(640 / max(Q, K), 12, 44))
     traces = [
         dict(
@@ -350,7 +366,7 @@ def attention_heatmap(view: MapView, *, title: str | None = None) -> go.Figure:
             **weight_colors(),
             hoverinfo="skip",
             hoverongaps=False,
-            name="attention",
+            name=_("attention"),
         )
     ]
     for reason in GREY_ORDER:
@@ -362,7 +378,7 @@ def attention_heatmap(view: MapView, *, title: str | None = None) -> go.Figure:
     # text per cell: %{y} / %{x} show the tick text of the row / column (plotly.js looks a tickvals
     # value up in ticktext), the weight rides in marker.color. Grey cells get one trace per reason.
     hover_head = f"<b>{who}</b><br>" if who else ""
-    where = hover_head + "query %{customdata[0]}: %{y}<br>key %{customdata[1]}: %{x}<br>"
+    where = hover_head + _("query %{customdata[0]}: %{y}<br>key %{customdata[1]}: %{x}<br>")
     marker = dict(size=max(6, cell * 0.8), opacity=0, symbol="square")
     for reason in (*GREY_ORDER, VISIBLE):
         qs, ks = np.nonzero(reasons == reason)  # (n,) each, row-major
@@ -381,23 +397,24 @@ def attention_heatmap(view: MapView, *, title: str | None = None) -> go.Figure:
                 selected=dict(marker=dict(opacity=0)),  # a selected cell stays invisible (no coloured square)
                 unselected=dict(marker=dict(opacity=0)),
                 hovertemplate=where
-                + (f"<i>{REASONS[reason]}</i>" if reason != VISIBLE else "weight %{marker.color:.3f}")
+                + (f"<i>{_(REASONS[reason])}</i>" if reason != VISIBLE else _("weight %{marker.color:.3f}"))
                 + "<extra></extra>",
                 showlegend=False,
                 name="cells" if reason == VISIBLE else f"cells: {REASON_NAMES[reason]}",
             )
         )
-    default_title = KIND_NAMES[kind] + (f" · {who}" if who else "") + f"<br><sup>{KIND_EXPLAIN[kind]}</sup>"
+    kname = kind_name(kind)
+    default_title = kname + (f" · {who}" if who else "") + f"<br><sup>{_(KIND_EXPLAIN[kind])}</sup>"
     top = 80
-    rows, cols = ROWS_COLS[kind]
-    name = KIND_NAMES[kind] + (f", {who}" if who else "")
+    rows, cols = _rows_cols(kind)
+    name = kname + (f", {who}" if who else "")
     shown = plain(title) if title else ""
     alt = alt_text(
-        shown if shown.lower().startswith(KIND_NAMES[kind].lower()) else ". ".join(filter(None, [name, shown])),
+        shown if shown.lower().startswith(kname.lower()) else ". ".join(filter(None, [name, shown])),
         rows=rows,
         cols=cols,
         shape=(Q, K),
-        notes=[marks_legend(np.unique(reasons).tolist()), "colour: attention weight from 0 (light) to 1 (dark)"],
+        notes=[marks_legend(np.unique(reasons).tolist()), _("colour: attention weight from 0 (light) to 1 (dark)")],
     )
     x_ticks, y_ticks = _cell_ticks(lab, cell)
     xaxis, yaxis = heatmap_axes(lab.x_title, lab.y_title, x_ticks, y_ticks, shape=(Q, K), zeroline=False)
@@ -447,7 +464,7 @@ def difference_heatmap(
     lab = _labels(kind, before.q_tokens, before.k_tokens, before.predicted, Q, K)
     n0, n1 = (esc(n) for n in names)
     change = f"{n1} − {n0}"
-    more = "after the change" if names == ("before", "after") else f"in {n1}"
+    more = _("after the change") if names == ("before", "after") else _("in {name}").format(name=n1)
     diff = (after_w - before_w).astype(np.float32)  # (Q, K)
     limit = max(float(np.abs(diff).max()) if diff.size else 0.0, 1e-6)
     cell = float(np.clip(640 / max(Q, K, 1), 12, 44))
@@ -458,26 +475,32 @@ def difference_heatmap(
         y=lab.q_hover,
         customdata=np.stack([before_w, after_w], axis=-1),  # (Q, K, 2): before, after
         **diverging_colors(change, limit),
-        hovertemplate=f"query: %{{y}}<br>key: %{{x}}<br>{n0} %{{customdata[0]:.3f}} → {n1} %{{customdata[1]:.3f}}"
-        "<br><b>change %{z:+.3f}</b><extra></extra>",
-        name="difference",
+        hovertemplate=_("query: %{y}<br>key: %{x}<br>")
+        + f"{n0} %{{customdata[0]:.3f}} → {n1} %{{customdata[1]:.3f}}<br><b>"
+        + _("change %{z:+.3f}")
+        + "</b><extra></extra>",
+        name=_("difference"),
     )
     x_ticks, y_ticks = _cell_ticks(lab, cell)
     xaxis, yaxis = heatmap_axes(lab.x_title, lab.y_title, x_ticks, y_ticks)
-    rows, cols = ROWS_COLS[kind]
+    rows, cols = _rows_cols(kind)
     alt = alt_text(
-        title or f"Change in {KIND_NAMES[kind]} ({change})",
+        title or _("Change in {kind} ({change})").format(kind=kind_name(kind), change=change),
         rows=rows,
         cols=cols,
         shape=(Q, K),
         notes=[
-            f"colour: the change from −{limit:.2g} (blue, less attention {more}) through 0 (white) to +{limit:.2g} (red, more)"
+            _("colour: the change from −{limit} (blue, less attention {more}) through 0 (white) to +{limit} (red, more)").format(
+                limit=f"{limit:.2g}", more=more
+            )
         ],
     )
     layout = base_layout(
         title
         if title is not None
-        else f"Change in attention ({change})<br><sup>red: the query attends more to this key {more}; blue: less</sup>",
+        else _("Change in attention ({change})<br><sup>red: the query attends more to this key {more}; blue: less</sup>").format(
+            change=change, more=more
+        ),
         height=int(Q * cell + 210),
         meta={"Q": Q, "K": K, "range": limit, "alt": alt},
         margin=heatmap_margins(x_ticks, y_ticks, top=80, colorbar=change, cb_ticks=[f"−{limit:.2g}"]),
@@ -490,7 +513,7 @@ def difference_heatmap(
 # -- the colour-blind-safe scale, one click away ------------------------------------------------------------------
 def _is_attention_scale(scale) -> bool:
     try:
-        return [str(c).lower() for _, c in scale] == [c for _, c in ATTENTION_COLORSCALE]
+        return [str(c).lower() for _stop, c in scale] == [c for _stop, c in ATTENTION_COLORSCALE]
     except (TypeError, ValueError):
         return False
 
@@ -518,7 +541,7 @@ def alt_of(fig: go.Figure) -> str:
     if isinstance(meta, dict) and meta.get("alt"):
         return str(meta["alt"])
     title = fig.layout.title.text if fig.layout.title else None
-    return plain(title) or "Figure"
+    return plain(title) or _("Figure")
 
 
 def map_table(w, q_tokens, k_tokens, *, predicted=None, reasons=None) -> pd.DataFrame:
@@ -543,6 +566,6 @@ def map_table(w, q_tokens, k_tokens, *, predicted=None, reasons=None) -> pd.Data
     if reasons is not None:
         r = check_reasons(reasons, Q, K)
         for code, mark in MASK_MARKS.items():
-            cells[r == code] = f"{mark} {REASON_NAMES[code]}"
-    rows = pd.Index([f"{i}: {t}" for i, t in enumerate(q)], name="query \\ key")
+            cells[r == code] = f"{mark} {_(REASON_NAMES[code])}"
+    rows = pd.Index([f"{i}: {t}" for i, t in enumerate(q)], name=_("query \\ key"))
     return pd.DataFrame(cells, index=rows, columns=[f"{j}: {t}" for j, t in enumerate(k)])

@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from analysis.records import EncoderDistance
+from i18n import _
 from viz._common import HIGHLIGHT, MARGIN_MIN, as_array, axis, axis_margin, base_layout, esc, figure, plain, short
 from viz.tokens import display
 
@@ -40,8 +41,10 @@ def distance_figure(d: EncoderDistance, *, title: str | None = None) -> go.Figur
     n = len(labels)
     ticks = [esc(short(s, 20)) for s in labels]
     colors = [SAME if s else HIGHLIGHT for s in d.same_piece]
+    line = _("<b>{pair}</b><br>A token {i} → B token {j}<br>distance {distance}")
+    different = "<br><i>" + _("a different piece") + "</i>"
     hover = [
-        f"<b>{esc(lab)}</b><br>A token {i} → B token {j}<br>distance {x:.3f}" + ("" if same else "<br><i>a different piece</i>")
+        line.format(pair=esc(lab), i=i, j=j, distance=f"{x:.3f}") + ("" if same else different)
         for lab, (i, j), x, same in zip(labels, d.pairs, dist, d.same_piece, strict=True)
     ]
     bar = dict(
@@ -53,14 +56,19 @@ def distance_figure(d: EncoderDistance, *, title: str | None = None) -> go.Figur
         hovertext=hover,
         hoverinfo="text",
         customdata=[list(p) for p in d.pairs],
-        name="distance",
+        name=_("distance"),
     )
     top = 80
-    how = "position by position" if d.by_position else "by matching pieces (difflib)"
+    how = _("position by position") if d.by_position else _("by matching pieces (difflib)")
+    moved = _("How far each token's encoder output moved from A to B")
     default = (
-        "How far each token's encoder output moved from A to B"
-        f"<br><sup>L2 distance of the d_model-vectors, tokens paired {how}; orange, hatched: a substituted piece; "
-        f"dashed: the mean length of a vector ({d.scale:.2f})</sup>"
+        moved
+        + "<br><sup>"
+        + _(
+            "L2 distance of the d_model-vectors, tokens paired {how}; orange, hatched: a substituted piece; "
+            "dashed: the mean length of a vector ({scale})"
+        ).format(how=how, scale=f"{d.scale:.2f}")
+        + "</sup>"
     )
     peak = max(float(dist.max()) if n else 0.0, d.scale, 1e-6)
     layout = base_layout(
@@ -78,13 +86,18 @@ def distance_figure(d: EncoderDistance, *, title: str | None = None) -> go.Figur
             b=axis_margin(ticks, angle=-45 if n > 6 else 0, along_y=False, title=False),
         ),
         xaxis=axis(tickmode="array", tickvals=list(range(n)), ticktext=ticks, tickangle=-45 if n > 6 else 0),
-        yaxis=axis("distance", range=[0, 1.08 * peak], showgrid=True),
+        yaxis=axis(_("distance"), range=[0, 1.08 * peak], showgrid=True),
         meta={
             "scale": d.scale,
             "by_position": d.by_position,
-            "alt": f"{plain(title) if title else 'How far each token’s encoder output moved from A to B'}: a bar per token "
-            f"pair ({n} bars), the height is the L2 distance; hatched orange bars are substituted pieces (labelled A → B), "
-            f"plain blue bars the same piece; a dashed line marks the mean length of a vector ({d.scale:.2f}).",
+            "alt": _(
+                "{what}: a bar per token pair ({n} bars), the height is the L2 distance; hatched orange bars are substituted "
+                "pieces (labelled A → B), plain blue bars the same piece; a dashed line marks the mean length of a vector ({scale})."
+            ).format(
+                what=plain(title) if title else _("How far each token’s encoder output moved from A to B"),
+                n=n,
+                scale=f"{d.scale:.2f}",
+            ),
         },
     )
     return figure([bar], layout)

@@ -23,11 +23,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis.records import ATTENTION, GRAD_INPUT, IG, METHODS, NORM, ROLLOUT, Explanation, LayerLens
+from i18n import N_, _
 from model.settings import DecodeSettings
 from viz._common import (
     ATTENTION_COLORSCALE,
     COLORBAR,
     MASK_COLORS,
+    Translated,
     axis,
     base_layout,
     check_tokens,
@@ -44,22 +46,32 @@ from viz._common import (
 from viz.tokens import display
 
 HIDDEN_GREY = MASK_COLORS[2]  # analysis.records.HIDDEN's grey, as on every attention map
-UNITS = {
-    ATTENTION: "weight (0–1)",
-    NORM: "‖α f(x)‖, length of a d_model vector",
-    ROLLOUT: "share of the input (0–1)",
-    IG: "nats of the objective",
-    GRAD_INPUT: "nats of the objective (first order)",
-}
+UNITS = Translated(
+    {
+        ATTENTION: N_("weight (0–1)"),
+        NORM: N_("‖α f(x)‖, length of a d_model vector"),
+        ROLLOUT: N_("share of the input (0–1)"),
+        IG: N_("nats of the objective"),
+        GRAD_INPUT: N_("nats of the objective (first order)"),
+    }
+)
 """What each method's raw numbers are, for hover and tables."""
-MEANS = {
-    ATTENTION: "how much the query weighs each source token (softmax of q·k, eq. 1 of Vaswani et al. 2017)",
-    NORM: "how long the vector each token actually adds is: weight × the length of its value vector (Kobayashi et al. 2020)",
-    ROLLOUT: "attention followed back through the encoder's self-attention to the input words (Abnar & Zuidema 2020)",
-    IG: "how much each word's embedding moves the objective, summed along the path from no word to the word "
-    "(Sundararajan et al. 2017); the scores add up to the change of the objective",
-    GRAD_INPUT: "the gradient of the objective times the embedding: a first-order, one-point estimate (Shrikumar et al. 2016)",
-}
+MEANS = Translated(
+    {
+        ATTENTION: N_("how much the query weighs each source token (softmax of q·k, eq. 1 of Vaswani et al. 2017)"),
+        NORM: N_(
+            "how long the vector each token actually adds is: weight × the length of its value vector (Kobayashi et al. 2020)"
+        ),
+        ROLLOUT: N_("attention followed back through the encoder's self-attention to the input words (Abnar & Zuidema 2020)"),
+        IG: N_(
+            "how much each word's embedding moves the objective, summed along the path from no word to the word "
+            "(Sundararajan et al. 2017); the scores add up to the change of the objective"
+        ),
+        GRAD_INPUT: N_(
+            "the gradient of the objective times the embedding: a first-order, one-point estimate (Shrikumar et al. 2016)"
+        ),
+    }
+)
 """What each method measures, in one line (the page's text and the figures' hover)."""
 
 
@@ -86,7 +98,8 @@ def _finite(a) -> np.ndarray:
 def _token_ticks(e: Explanation) -> tuple[list[str], list[str]]:
     """Hover and tick text of the source tokens, ``(hidden)`` after a hidden one."""
     hover, tick = token_labels(display(e.src_tokens))
-    hover = [h + (" · hidden" if e.hidden[j] else "") for j, h in enumerate(hover)]
+    hidden = _(" · hidden")
+    hover = [h + (hidden if e.hidden[j] else "") for j, h in enumerate(hover)]
     return hover, tick
 
 
@@ -103,7 +116,7 @@ def _hidden_marks(e: Explanation, n_rows: int) -> list[dict]:
             y=ys.ravel(),
             mode="markers",
             marker=dict(symbol="square", size=14, color=HIDDEN_GREY),
-            hovertemplate="hidden source token: no query may read it, every score is 0<extra></extra>",
+            hovertemplate=_("hidden source token: no query may read it, every score is 0") + "<extra></extra>",
             name="hidden",
             showlegend=False,
         )
@@ -114,9 +127,11 @@ def objective_text(e: Explanation) -> str:
     """The explained output in words: ‘Hund’ (log p = −0.12), or ‘es’ rather than ‘sie’ (log p −0.3 vs −1.9)."""
     y = esc(display([e.target])[0])
     if e.contrast is None:
-        return f"‘{y}’ (log p = {e.target_logprob:.2f})"
+        return _("‘{y}’ (log p = {logp})").format(y=y, logp=f"{e.target_logprob:.2f}")
     c = esc(display([e.contrast])[0])
-    return f"‘{y}’ rather than ‘{c}’ (log p {e.target_logprob:.2f} vs {e.contrast_logprob:.2f})"
+    return _("‘{y}’ rather than ‘{c}’ (log p {logp} vs {logp_c})").format(
+        y=y, c=c, logp=f"{e.target_logprob:.2f}", logp_c=f"{e.contrast_logprob:.2f}"
+    )
 
 
 def methods_figure(e: Explanation, layer: int, head: int | None = None, *, title: str | None = None) -> go.Figure:
@@ -128,7 +143,7 @@ def methods_figure(e: Explanation, layer: int, head: int | None = None, *, title
     ``layout.meta``: ``{"methods", "S", "scale"}`` (each row's divisor). Raises ValueError for a wrong record or
     a layer or head out of range.
     """
-    _, _, S = _check(e)
+    _L, _H, S = _check(e)
     scores = e.scores(layer, head)
     names = list(scores)
     raw = _finite(np.stack([scores[m] for m in names]))  # (M, S)
@@ -138,7 +153,7 @@ def methods_figure(e: Explanation, layer: int, head: int | None = None, *, title
     hover, tick = _token_ticks(e)
     units = np.array([[UNITS[m]] * S for m in names])  # (M, S)
     text = [[f"{v:.2g}" for v in row] for row in raw]
-    who = "mean over heads" if head is None else f"head {head + 1}"
+    who = _("mean over heads") if head is None else _("head {h}").format(h=head + 1)
     heat = dict(
         type="heatmap",
         z=z,
@@ -147,24 +162,26 @@ def methods_figure(e: Explanation, layer: int, head: int | None = None, *, title
         customdata=np.stack([raw.astype(object), units.astype(object)], axis=-1),
         text=text,
         texttemplate="%{text}",
-        **diverging_colors("÷ row max", 1.0),
-        hovertemplate="<b>%{y}</b><br>source token %{x}<br>%{customdata[0]:.4g} (%{customdata[1]})<extra></extra>",
+        **diverging_colors(_("÷ row max"), 1.0),
+        hovertemplate="<b>%{y}</b><br>" + _("source token %{x}") + "<br>%{customdata[0]:.4g} (%{customdata[1]})<extra></extra>",
         name="scores",
     )
     cell = float(np.clip(760 / max(S, 1), 26, 60))
     x_ticks = dict(tickvals=list(range(S)), ticktext=tick, **tick_style(cell, rotate=True))
     y_names = [f"{m} ({who})" if m in (ATTENTION, NORM) else m for m in names]
     y_ticks = dict(tickvals=list(range(len(names))), ticktext=[esc(n) for n in y_names])
-    xaxis, yaxis = heatmap_axes("source token", "", x_ticks, y_ticks, shape=(len(names), S), zeroline=False)
+    xaxis, yaxis = heatmap_axes(_("source token"), "", x_ticks, y_ticks, shape=(len(names), S), zeroline=False)
     yaxis["scaleanchor"] = None  # rows need not be square
     top = 80
     layout = base_layout(
         title
         if title is not None
-        else f"Why {objective_text(e)}? Layer {layer + 1}, {who}<br><sup>each row ÷ its largest |value|; cell text: the raw value</sup>",
+        else _("Why {objective}? Layer {l}, {who}<br><sup>each row ÷ its largest |value|; cell text: the raw value</sup>").format(
+            objective=objective_text(e), l=layer + 1, who=who
+        ),
         height=int(len(names) * 46 + top + 150),
         meta={"methods": names, "S": S, "scale": scale.tolist()},
-        margin=heatmap_margins(x_ticks, y_ticks, top=top, colorbar="÷ row max"),
+        margin=heatmap_margins(x_ticks, y_ticks, top=top, colorbar=_("÷ row max")),
         xaxis=xaxis,
         yaxis=yaxis,
         hovermode="closest",
@@ -185,8 +202,8 @@ def heads_figure(e: Explanation, layer: int, *, title: str | None = None) -> go.
     a, f, n = (_finite(x[layer]) for x in (e.attn, e.value_norm, e.norm_heads))  # (H, S) each
     vmax = float(max(f.max(), n.max(), 1e-6))
     hover, tick = _token_ticks(e)
-    heads = [f"head {h + 1}" + (" (off)" if (layer, h) in e.ablated else "") for h in range(H)]
-    panels = (("α (weight)", a, "coloraxis"), ("‖f(x_j)‖ (value length)", f, "coloraxis2"), ("‖α f(x_j)‖", n, "coloraxis2"))
+    heads = [_("head {h}").format(h=h + 1) + (_(" (off)") if (layer, h) in e.ablated else "") for h in range(H)]
+    panels = ((_("α (weight)"), a, "coloraxis"), (_("‖f(x_j)‖ (value length)"), f, "coloraxis2"), ("‖α f(x_j)‖", n, "coloraxis2"))
     traces, width = [], 1 / 3
     layout_axes = {}
     for p, (name, z, cax) in enumerate(panels):
@@ -201,7 +218,7 @@ def heads_figure(e: Explanation, layer: int, *, title: str | None = None) -> go.
                 xaxis=xa,
                 yaxis=ya,
                 customdata=np.array([hover] * H, dtype=object),
-                hovertemplate=f"<b>{esc(name)}</b><br>%{{customdata}}<br>head %{{y}}: %{{z:.3g}}<extra></extra>",
+                hovertemplate=f"<b>{esc(name)}</b><br>%{{customdata}}<br>" + _("head %{y}: %{z:.3g}") + "<extra></extra>",
                 name=name,
             )
         )
@@ -220,8 +237,10 @@ def heads_figure(e: Explanation, layer: int, *, title: str | None = None) -> go.
     layout = base_layout(
         title
         if title is not None
-        else f"Cross-attention layer {layer + 1}, head by head, for {objective_text(e)}"
-        "<br><sup>a large weight on a short value vector adds little: norm-weighted = weight × value length</sup>",
+        else _(
+            "Cross-attention layer {l}, head by head, for {objective}"
+            "<br><sup>a large weight on a short value vector adds little: norm-weighted = weight × value length</sup>"
+        ).format(l=layer + 1, objective=objective_text(e)),
         height=int(H * 34 + 240),
         coloraxis=dict(
             colorscale=ATTENTION_COLORSCALE,
@@ -229,7 +248,9 @@ def heads_figure(e: Explanation, layer: int, *, title: str | None = None) -> go.
             cmax=1,
             colorbar=dict(title=dict(text="α"), x=0.30, len=0.8, thickness=10, xpad=2),
         ),
-        coloraxis2=dict(colorscale=ATTENTION_COLORSCALE, cmin=0, cmax=vmax, colorbar=dict(title=dict(text="length"), **COLORBAR)),
+        coloraxis2=dict(
+            colorscale=ATTENTION_COLORSCALE, cmin=0, cmax=vmax, colorbar=dict(title=dict(text=_("length")), **COLORBAR)
+        ),
         meta={"H": H, "S": S, "vmax": vmax},
         margin=dict(l=90, r=90, t=80, b=120),
         **layout_axes,
@@ -247,12 +268,13 @@ def agreement_figure(e: Explanation, layer: int, head: int | None = None, *, tit
     M = len(names)
     rho = np.eye(M, dtype=np.float32)
     text = [["1" if i == j else "" for j in range(M)] for i in range(M)]
-    why = [["the same method" if i == j else "" for j in range(M)] for i in range(M)]
+    same = _("the same method")
+    why = [[same if i == j else "" for j in range(M)] for i in range(M)]
     for p in pairs:
         i, j = names.index(p.method_a), names.index(p.method_b)
         for r, c in ((i, j), (j, i)):
             rho[r, c] = 0.0 if p.rho is None else p.rho
-            text[r][c] = "n/a" if p.rho is None else f"{p.rho:+.2f}"
+            text[r][c] = _("n/a") if p.rho is None else f"{p.rho:+.2f}"
             why[r][c] = esc(p.sentence)
     heat = dict(
         type="heatmap",
@@ -273,7 +295,9 @@ def agreement_figure(e: Explanation, layer: int, head: int | None = None, *, tit
     layout = base_layout(
         title
         if title is not None
-        else "Do the methods rank the source words alike? Spearman's ρ<br><sup>1: same order, 0: unrelated, −1: reversed</sup>",
+        else _(
+            "Do the methods rank the source words alike? Spearman's ρ<br><sup>1: same order, 0: unrelated, −1: reversed</sup>"
+        ),
         height=80 + M * 56 + 140,
         meta={"methods": names},
         margin=heatmap_margins(x_ticks, y_ticks, top=80, colorbar="Spearman ρ", cb_ticks=["−0.5"]),
@@ -286,15 +310,15 @@ def agreement_figure(e: Explanation, layer: int, head: int | None = None, *, tit
 def agreement_table(e: Explanation, layer: int, head: int | None = None) -> pd.DataFrame:
     """One row per pair of methods: the two, ρ (None where not defined) and the sentence in plain words."""
     rows = [(p.method_a, p.method_b, None if p.rho is None else round(p.rho, 3), p.sentence) for p in e.agreement(layer, head)]
-    return pd.DataFrame(rows, columns=["method", "and method", "Spearman ρ", "in words"])
+    return pd.DataFrame(rows, columns=[_("method"), _("and method"), "Spearman ρ", _("in words")])
 
 
 def scores_table(e: Explanation, layer: int, head: int | None = None) -> pd.DataFrame:
     """The raw scores of ``methods_figure`` as a table: one row per source token, one column per method."""
     _check(e)
     df = pd.DataFrame({m: _finite(v) for m, v in e.scores(layer, head).items()})
-    df.insert(0, "source token", display(e.src_tokens))
-    df.insert(1, "hidden", e.hidden.astype(bool))
+    df.insert(0, _("source token"), display(e.src_tokens))
+    df.insert(1, _("hidden"), e.hidden.astype(bool))
     return df
 
 
@@ -320,23 +344,30 @@ def logit_lens_figure(lens: LayerLens, *, title: str | None = None) -> go.Figure
         text=top,
         texttemplate="%{text}",
         customdata=np.stack([written, _finite(lens.target_probs).astype(object), right.astype(object)], axis=-1),
-        **weight_colors("p(top piece)"),
-        hovertemplate="%{y}, position %{x}<br>would write <b>%{text}</b> (p = %{z:.3f})<br>"
-        "the model wrote %{customdata[0]}: p = %{customdata[1]:.3f}<extra></extra>",
+        **weight_colors(_("p(top piece)")),
+        hovertemplate=_(
+            "%{y}, position %{x}<br>would write <b>%{text}</b> (p = %{z:.3f})<br>"
+            "the model wrote %{customdata[0]}: p = %{customdata[1]:.3f}"
+        )
+        + "<extra></extra>",
         name="logit lens",
     )
     x_ticks = dict(tickvals=list(range(T)), ticktext=cols, **tick_style(30, rotate=True))
     y_ticks = dict(tickvals=list(range(R)), ticktext=[esc(n) for n in lens.dec_names])
-    xaxis, yaxis = heatmap_axes("output position (decoder input → the piece written)", "decoder", x_ticks, y_ticks, shape=(R, T))
+    xaxis, yaxis = heatmap_axes(
+        _("output position (decoder input → the piece written)"), _("decoder"), x_ticks, y_ticks, shape=(R, T)
+    )
     yaxis["scaleanchor"] = None
     layout = base_layout(
         title
         if title is not None
-        else "Logit lens: what each decoder layer would write<br><sup>each layer's output through the final "
-        "LayerNorm and the output matrix, at each step of decoding; the last row is the distribution decoding used</sup>",
+        else _(
+            "Logit lens: what each decoder layer would write<br><sup>each layer's output through the final "
+            "LayerNorm and the output matrix, at each step of decoding; the last row is the distribution decoding used</sup>"
+        ),
         height=int(R * 52 + 80 + 170),
         meta={"rows": list(lens.dec_names), "T": T},
-        margin=heatmap_margins(x_ticks, y_ticks, top=80, colorbar="p(top piece)"),
+        margin=heatmap_margins(x_ticks, y_ticks, top=80, colorbar=_("p(top piece)")),
         xaxis=xaxis,
         yaxis=yaxis,
     )
@@ -350,10 +381,10 @@ def decoder_lens_table(lens: LayerLens) -> pd.DataFrame:
     final = lens.lens_texts[-1] if lens.lens_texts else ""
     return pd.DataFrame(
         {
-            "decoder reads": [f"encoder {n}" for n in lens.enc_names],
-            "translation": lens.lens_texts,
-            "pieces": [len(t) for t in lens.lens_tokens],
-            "ended with <eos>": lens.lens_finished,
+            _("decoder reads"): [_("encoder {name}").format(name=n) for n in lens.enc_names],
+            _("translation"): lens.lens_texts,
+            _("pieces"): [len(t) for t in lens.lens_tokens],
+            _("ended with <eos>"): lens.lens_finished,
             "= final": [t == final for t in lens.lens_texts],
         }
     )
@@ -363,53 +394,59 @@ def decoding_text(settings: DecodeSettings) -> str:
     """The decoding method of ``settings`` in words: "greedy decoding", "beam search (beam 5, α = 1.5)", "sampling
     (temperature 1.5, top-k 5, seed 3)"."""
     if settings.method == "beam":
-        stop = ", stops once the beam is full" if settings.early_stop else ""
-        return f"beam search (beam {settings.beam_size}, α = {settings.alpha:g}{stop})"
+        stop = _(", stops once the beam is full") if settings.early_stop else ""
+        return _("beam search (beam {k}, α = {alpha}{stop})").format(k=settings.beam_size, alpha=f"{settings.alpha:g}", stop=stop)
     if settings.method == "sample":
-        parts = [f"temperature {settings.temperature:g}"]
+        parts = [_("temperature {t}").format(t=f"{settings.temperature:g}")]
         parts += [f"top-k {settings.top_k}"] if settings.top_k else []
         parts += [f"top-p {settings.top_p:g}"] if settings.top_p < 1 else []
-        return f"sampling ({', '.join(parts)}, seed {settings.seed})"
-    return "greedy decoding"
+        return _("sampling ({filters}, seed {seed})").format(filters=", ".join(parts), seed=settings.seed)
+    return _("greedy decoding")
 
 
 def logit_lens_note(settings: DecodeSettings, causal: bool) -> str:
     """What the logit lens shows under the sidebar's ``settings`` and the Mask lab's causal mask (``causal``): which
     passes its columns come from, and what its last row is to the piece written. Markdown, for a caption."""
     passes = (
-        "Column t is step t of decoding: the decoder fed `<bos>` and the pieces written before t. One teacher-forced "
-        "pass gives every column at once, since the causal mask hides each position's later pieces."
+        _(
+            "Column t is step t of decoding: the decoder fed `<bos>` and the pieces written before t. One teacher-forced "
+            "pass gives every column at once, since the causal mask hides each position's later pieces."
+        )
         if causal
-        else "Column t is step t of decoding: the decoder fed `<bos>` and the pieces written before t. The causal mask "
-        "is off (Mask lab), so one pass would let each position read the pieces after it, the one it predicts "
-        "included: each step is replayed as decoding ran it, over the pieces written before it only."
+        else _(
+            "Column t is step t of decoding: the decoder fed `<bos>` and the pieces written before t. The causal mask "
+            "is off (Mask lab), so one pass would let each position read the pieces after it, the one it predicts "
+            "included: each step is replayed as decoding ran it, over the pieces written before it only."
+        )
     )
     if settings.method == "beam":
-        last = (
-            f"The last row is the model's distribution at each step of the hypothesis {decoding_text(settings)} kept; "
+        last = _(
+            "The last row is the model's distribution at each step of the hypothesis {decoding} kept; "
             "beam search ranks whole hypotheses, so the piece written need not be a step's top piece (hover gives its "
             "probability)."
-        )
+        ).format(decoding=decoding_text(settings))
     elif settings.method == "sample":
-        last = (
-            f"The last row is the model's distribution at each step, before {decoding_text(settings)} filtered and "
+        last = _(
+            "The last row is the model's distribution at each step, before {decoding} filtered and "
             "drew from it, so the piece written need not be the top piece (hover gives its probability)."
-        )
+        ).format(decoding=decoding_text(settings))
     else:
-        last = "The last row is the distribution greedy decoding used at each step: its top piece is the piece written."
+        last = _("The last row is the distribution greedy decoding used at each step: its top piece is the piece written.")
     return f"{passes} {last}"
 
 
 def decoder_lens_note(settings: DecodeSettings) -> str:
     """What DecoderLens runs: each encoder layer's output decoded as the shown translation was (``settings``: method
     and budget, ``analysis.attribution.lens_budget``). Markdown, for a caption."""
-    same = " with the same seed, so every row draws from the same random numbers" if settings.method == "sample" else ""
+    same = _(" with the same seed, so every row draws from the same random numbers") if settings.method == "sample" else ""
     budget = (
-        f"at most {settings.max_new} pieces"
+        _("at most {n} pieces").format(n=settings.max_new)
         if settings.max_new
-        else "at most 2 × the source's length + 10 pieces (the default budget)"
+        else _("at most 2 × the source's length + 10 pieces (the default budget)")
     )
-    return f"Each row is decoded as the translation above was: {decoding_text(settings)}{same}, {budget}; the last row is that translation."
+    return _(
+        "Each row is decoded as the translation above was: {decoding}{same}, {budget}; the last row is that translation."
+    ).format(decoding=decoding_text(settings), same=same, budget=budget)
 
 
 __all__ = [

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from i18n import _
 from viz._common import as_array, check_tokens
 from viz.tokens import col_labels, row_labels
 
@@ -24,7 +25,7 @@ def attention_frame(
     Q, K = m.shape
     q = check_tokens(q_tokens, "q_tokens", Q, "w's rows")
     k = check_tokens(k_tokens, "k_tokens", K, "w's columns")
-    df = pd.DataFrame(m, index=pd.Index(row_labels(q, predicted), name="query \\ key"), columns=col_labels(k))
+    df = pd.DataFrame(m, index=pd.Index(row_labels(q, predicted), name=_("query \\ key")), columns=col_labels(k))
     return df
 
 

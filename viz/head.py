@@ -25,6 +25,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis.records import HeadTrace
+from i18n import _
 from model.facts import KIND_NAMES, REASONS, VISIBLE
 from viz._common import (
     ATTENTION_COLORSCALE,
@@ -73,16 +74,18 @@ def query_name(t: HeadTrace) -> str:
     q = display([t.query_token])[0]
     if t.predicted is not None:
         q += f" \u2192 {display([t.predicted[t.query]])[0]}"
-    return f"query {t.query}: {q}"
+    return _("query {i}: {token}").format(i=t.query, token=q)
 
 
 def where(t: HeadTrace) -> str:
     """``"Cross-attention · layer 2 · head 1"``, 1-based for people."""
-    return f"{KIND_NAMES[t.kind]} \u00b7 layer {t.layer + 1} \u00b7 head {t.head + 1}"
+    return _("{kind} \u00b7 layer {l} \u00b7 head {h}").format(kind=_(KIND_NAMES[t.kind]), l=t.layer + 1, h=t.head + 1)
 
 
-def _key_axis(ticks: list[str], title: str = "key") -> tuple[dict, int]:
-    """x axis over the keys at integer positions, tokens as tick text; and the bottom margin it needs."""
+def _key_axis(ticks: list[str], title: str | None = None) -> tuple[dict, int]:
+    """x axis over the keys at integer positions, tokens as tick text (axis title ``title``, None: "key"); and the bottom
+    margin it needs."""
+    title = _("key") if title is None else title
     angle = -45 if len(ticks) > 8 else 0
     x = axis(
         title, tickmode="array", tickvals=list(range(len(ticks))), ticktext=ticks, tickangle=angle, showgrid=False, zeroline=False
@@ -97,7 +100,7 @@ def vector_strip(
     title: str | None,
     heads: int | None = None,
     ablated: Sequence[int] = (),
-    label: str = "value",
+    label: str | None = None,
 ) -> go.Figure:
     """Named vectors of one length as the rows of one heatmap: x = dimension index, colour = value.
 
@@ -107,7 +110,7 @@ def vector_strip(
         heads: split the dimensions into this many equal blocks (head h owns dimensions h·n/heads ..),
             drawn with a line between blocks and a label above each: for the concatenated heads.
         ablated: heads (0-based) labelled "off" (their block is zero).
-        label: colour-bar title.
+        label: colour-bar title (None: "value").
 
     Returns:
         A figure whose ``data[0].z`` is ``(len(rows), n)`` float32, ``y`` the row names.
@@ -123,9 +126,10 @@ def vector_strip(
         raise ValueError(f"every row must have the same length; got {[r.shape[0] for r in z]}")
     if heads is not None and (heads < 1 or n % heads):
         raise ValueError(f"{n} dimensions do not split into {heads} heads")
+    label = _("value") if label is None else label
     zz = np.stack(z).astype(np.float32)  # (R, n)
     r = max(float(np.abs(zz).max()), 1e-6)
-    names = [name for name, _ in rows]
+    names = [name for name, _vec in rows]
     colors = diverging_colors(label, r)
     if len(rows) <= 3:  # a strip of a few rows is ~70-140 px tall: room for three labelled ticks, −r, 0 and r
         colors["colorbar"].update(tickmode="array", tickvals=[-r, 0.0, r], ticktext=[f"{-r:.2g}", "0", f"{r:.2g}"])
@@ -137,8 +141,8 @@ def vector_strip(
         **colors,
         xgap=0,
         ygap=2,
-        hovertemplate="<b>%{y}</b><br>dimension %{x}: %{z:.4f}<extra></extra>",
-        name="vectors",
+        hovertemplate="<b>%{y}</b><br>" + _("dimension %{x}: %{z:.4f}") + "<extra></extra>",
+        name=_("vectors"),
     )
     shapes, notes = [], []
     if heads is not None:
@@ -146,7 +150,7 @@ def vector_strip(
         for h in range(heads):
             if h:
                 shapes.append(dict(type="line", x0=h * dh - 0.5, x1=h * dh - 0.5, y0=0, y1=1, yref="paper", line=dict(width=1.5)))
-            text = f"head {h + 1}" + (" (off)" if h in ablated else "")
+            text = _("head {h}").format(h=h + 1) + (_(" (off)") if h in ablated else "")
             notes.append(dict(x=h * dh + (dh - 1) / 2, y=1, yref="paper", yanchor="bottom", text=text, showarrow=False))
     top = (60 if title else 30) + (18 if heads else 0)
     left = axis_margin(names, along_y=True, title=False)
@@ -154,7 +158,7 @@ def vector_strip(
         title,
         height=top + 60 + ROW_PX * len(rows),
         margin=dict(l=left, r=colorbar_margin(label), t=top, b=60),
-        xaxis=axis("dimension", showgrid=False, range=[-0.5, n - 0.5]),
+        xaxis=axis(_("dimension"), showgrid=False, range=[-0.5, n - 0.5]),
         yaxis=axis(type="category", autorange="reversed", showgrid=False),
         shapes=shapes,
         annotations=notes,
@@ -162,11 +166,13 @@ def vector_strip(
             "rows": names,
             "n": n,
             "alt": alt_text(
-                title or "Vectors",
+                title or _("Vectors"),
                 rows=", ".join(names),
-                cols="dimensions",
+                cols=_("dimensions"),
                 shape=(len(names), n),
-                notes=[f"colour: the {label} from −{r:.2g} (blue) through 0 (white) to +{r:.2g} (red)"],
+                notes=[
+                    _("colour: the {label} from −{r} (blue) through 0 (white) to +{r} (red)").format(label=label, r=f"{r:.2g}")
+                ],
             ),
         },
     )
@@ -179,13 +185,13 @@ def input_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
     For cross-attention the row is the decoder state after the self-attention sub-layer.
     """
     _check(t)
-    state = "decoder state after self-attention" if t.kind == "cross" else "layer input (residual stream)"
+    state = _("decoder state after self-attention") if t.kind == "cross" else _("layer input (residual stream)")
     rows = [(state, t.resid)]
     if t.norm_first:
-        rows.append(("x = LayerNorm(row)", t.x))
+        rows.append((_("x = LayerNorm(row)"), t.x))
     else:
         rows[0] = (f"x = {state}", t.x)
-    default = f"The query's input row x (d_model = {t.x.shape[0]}) · {esc(query_name(t))}"
+    default = _("The query's input row x (d_model = {D}) · {query}").format(D=t.x.shape[0], query=esc(query_name(t)))
     return vector_strip(rows, title=default if title is None else title)
 
 
@@ -201,16 +207,17 @@ def kv_figure(t: HeadTrace, which: str, *, title: str | None = None) -> go.Figur
     _check(t)
     if which not in ("k", "v"):
         raise ValueError(f"which must be 'k' (keys) or 'v' (values), got {which!r}")
-    hover, _ = _keys(t)
-    src = "the encoder memory" if t.kind == "cross" else "the same layer's input rows"
-    mark = [" (masked)" if m else "" for m in t.mask]
+    hover, _ticks = _keys(t)
+    src = _("the encoder memory") if t.kind == "cross" else _("the same layer's input rows")
+    masked = _(" (masked)")
+    mark = [masked if m else "" for m in t.mask]
     rows = [(f"{which}{j}: {h}{m}", vec) for j, (h, m, vec) in enumerate(zip(hover, mark, getattr(t, which), strict=True))]
     if which == "k":
-        q_from = "the decoder state" if t.kind == "cross" else "the query's row"
+        q_from = _("the decoder state") if t.kind == "cross" else _("the query's row")
         rows.insert(0, (f"q ({esc(query_name(t))})", t.q))
-        default = f"q (from {q_from}) and keys K (from {src})"
+        default = _("q (from {q_from}) and keys K (from {src})").format(q_from=q_from, src=src)
     else:
-        default = f"Values V (from {src})"
+        default = _("Values V (from {src})").format(src=src)
     return vector_strip(rows, title=default if title is None else title)
 
 
@@ -221,13 +228,13 @@ def scores_table(t: HeadTrace) -> pd.DataFrame:
     _check(t)
     return pd.DataFrame(
         {
-            "key": np.arange(len(t.k_tokens)),
-            "token": display(t.k_tokens),
+            _("key"): np.arange(len(t.k_tokens)),
+            _("token"): display(t.k_tokens),
             "q·k": t.scores,
             f"÷ √{t.d_head}" + (f" · {t.temperature:g}" if t.temperature != 1 else ""): t.scaled,
-            "softmax input": t.masked,
-            "weight": t.weights,
-            "masked because": [w or "" for w in t.why],
+            _("softmax input"): t.masked,
+            _("weight"): t.weights,
+            _("masked because"): [_(w) if w else "" for w in t.why],
         }
     )
 
@@ -249,19 +256,19 @@ def scores_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
             type="bar",
             x=np.arange(K),
             y=t.scores,
-            name="raw q·k",
+            name=_("raw q·k"),
             marker=dict(color="#bab0ac"),
             customdata=hover,
-            hovertemplate="key %{customdata}<br>q·k = %{y:.4f}<extra></extra>",
+            hovertemplate=_("key %{customdata}<br>q·k = %{y:.4f}") + "<extra></extra>",
         ),
         dict(
             type="bar",
             x=np.arange(K),
             y=scaled,
-            name=f"scaled ÷ (√{t.d_head}{tau})",
+            name=_("scaled ÷ (√{d_head}{tau})").format(d_head=t.d_head, tau=tau),
             marker=dict(color="#4c78a8"),
             customdata=hover,
-            hovertemplate="key %{customdata}<br>scaled %{y:.4f}<extra></extra>",
+            hovertemplate=_("key %{customdata}<br>scaled %{y:.4f}") + "<extra></extra>",
         ),
     ]
     js = np.flatnonzero(t.mask)
@@ -276,16 +283,18 @@ def scores_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
                 textposition="top center",
                 textfont=dict(size=14, color="#555"),
                 marker=dict(symbol="x", size=10, color=[MASK_COLORS[int(t.reasons[j])] for j in js]),
-                customdata=[[hover[j], REASONS[int(t.reasons[j])]] for j in js],
-                hovertemplate="key %{customdata[0]}<br>scaled score = −∞<br><i>%{customdata[1]}</i><extra></extra>",
-                name=f"masked: {MINUS_INF}",
+                customdata=[[hover[j], _(REASONS[int(t.reasons[j])])] for j in js],
+                hovertemplate=_("key %{customdata[0]}<br>scaled score = −∞") + "<br><i>%{customdata[1]}</i><extra></extra>",
+                name=_("masked: {minus_inf}").format(minus_inf=MINUS_INF),
             )
         )
     x, bottom = _key_axis(ticks)
     scale = f"(√d_head · τ), τ = {t.temperature:g}" if t.temperature != 1 else "√d_head"
     default = (
-        f"Scores q·k<sub>j</sub> and scaled scores q·k<sub>j</sub> / {scale} (masked keys: {MINUS_INF})"
-        f"<br><sup>{esc(where(t))} · {esc(query_name(t))}</sup>"
+        _("Scores q·k<sub>j</sub> and scaled scores q·k<sub>j</sub> / {scale} (masked keys: {minus_inf})").format(
+            scale=scale, minus_inf=MINUS_INF
+        )
+        + f"<br><sup>{esc(where(t))} · {esc(query_name(t))}</sup>"
     )
     layout = base_layout(
         default if title is None else title,
@@ -294,7 +303,7 @@ def scores_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
         margin=dict(l=axis_margin(["-10.0"], along_y=True, title=True), r=20, t=80, b=bottom),
         legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"),
         xaxis=x,
-        yaxis=axis("score"),
+        yaxis=axis(_("score")),
         meta={"mask": t.mask.tolist()},
     )
     return figure(traces, layout)
@@ -310,7 +319,7 @@ def weights_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
     hover, ticks = _keys(t)
     K = len(ticks)
     colors = [MASK_COLORS[int(r)] if r != VISIBLE else ATTENTION_COLORSCALE[-3][1] for r in t.reasons]
-    why = ["" if r == VISIBLE else f"<br><i>{REASONS[int(r)]}</i>" for r in t.reasons]
+    why = ["" if r == VISIBLE else f"<br><i>{_(REASONS[int(r)])}</i>" for r in t.reasons]
     trace = dict(
         type="bar",
         x=np.arange(K),
@@ -319,13 +328,17 @@ def weights_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
         customdata=[[h, w] for h, w in zip(hover, why, strict=True)],
         texttemplate="%{y:.2f}",
         textposition="outside",
-        hovertemplate="key %{customdata[0]}<br>weight %{y:.4f}%{customdata[1]}<extra></extra>",
+        hovertemplate=_("key %{customdata[0]}<br>weight %{y:.4f}") + "%{customdata[1]}<extra></extra>",
         name="weights",
     )
     total = float(t.weights.sum())
-    note = " (every key is masked: no weight at all)" if t.mask.all() else ""
-    off = "<br><sup>this head is switched off: its output is zeroed before W<sup>O</sup>, whatever it attends to</sup>"
-    default = f"Softmax weights w<sub>j</sub> · sum = {total:.3f}{note}" + (off if t.ablated else "")
+    note = _(" (every key is masked: no weight at all)") if t.mask.all() else ""
+    off = (
+        "<br><sup>" + _("this head is switched off: its output is zeroed before W<sup>O</sup>, whatever it attends to") + "</sup>"
+    )
+    default = _("Softmax weights w<sub>j</sub> · sum = {total}{note}").format(total=f"{total:.3f}", note=note) + (
+        off if t.ablated else ""
+    )
     x, bottom = _key_axis(ticks)
     layout = base_layout(
         default if title is None else title,
@@ -333,7 +346,7 @@ def weights_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
         showlegend=False,
         margin=dict(l=axis_margin(["0.8"], along_y=True, title=True), r=20, t=70, b=bottom),
         xaxis=x,
-        yaxis=axis("weight", range=[0, 1.12]),
+        yaxis=axis(_("weight"), range=[0, 1.12]),
         meta={"sum": total},
     )
     return figure([trace], layout)
@@ -345,10 +358,10 @@ def weighted_sum_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
     ``data[0].z`` is ``(n_keys + 1, d_head)``: rows 0 .. n_keys - 1 are ``weights[j] * v[j]``, the last is head_out.
     """
     _check(t)
-    hover, _ = _keys(t)
+    hover, _ticks = _keys(t)
     rows = [(f"{w:.2f} \u00d7 v{j}: {h}", w * v) for j, (h, w, v) in enumerate(zip(hover, t.weights, t.v, strict=True))]
-    rows.append(("\u03a3 = head output", t.head_out))
-    default = f"Head output = \u03a3<sub>j</sub> w<sub>j</sub> v<sub>j</sub> (d_head = {t.d_head})"
+    rows.append((_("\u03a3 = head output"), t.head_out))
+    default = _("Head output = \u03a3<sub>j</sub> w<sub>j</sub> v<sub>j</sub> (d_head = {d_head})").format(d_head=t.d_head)
     return vector_strip(rows, title=default if title is None else title)
 
 
@@ -360,15 +373,15 @@ def output_figure(t: HeadTrace, *, title: str | None = None) -> go.Figure:
     (``added``) and its LayerNorm (``normed``: post-LN, this sub-layer's; pre-LN, the next one's).
     """
     _check(t)
-    before = "decoder state after self-attention" if t.kind == "cross" else "row before the sub-layer"
-    after = "LayerNorm(sum): the new state" if not t.norm_first else "LayerNorm(sum): next sub-layer's input"
+    before = _("decoder state after self-attention") if t.kind == "cross" else _("row before the sub-layer")
+    after = _("LayerNorm(sum): the new state") if not t.norm_first else _("LayerNorm(sum): next sub-layer's input")
     rows = [
-        ("Concat(head 1 .. head H)", t.concat),
-        ("attention output = Concat W\u1d3c + b", t.attn_out),
+        (_("Concat(head 1 .. head H)"), t.concat),
+        (_("attention output = Concat W\u1d3c + b"), t.attn_out),
         (f"+ {before}", t.resid),
-        ("= residual sum", t.added),
+        (_("= residual sum"), t.added),
         (after, t.normed),
     ]
-    default = "Concatenate the heads, project with W<sup>O</sup>, add the residual, LayerNorm"
+    default = _("Concatenate the heads, project with W<sup>O</sup>, add the residual, LayerNorm")
     fig = vector_strip(rows, title=default if title is None else title, heads=t.n_heads, ablated=sorted(t.ablated_heads))
     return fig

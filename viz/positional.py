@@ -19,6 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from analysis.records import WordOrder
+from i18n import _
 from viz import _common as vc
 from viz.tokens import display
 
@@ -64,9 +65,11 @@ def _pe(pe) -> np.ndarray:
 
 def _dim_name(d: int, D: int, sinusoidal: bool, layout: str) -> str:
     if not sinusoidal:
-        return f"dim {d}"
-    fn, _ = wave(d, D, layout)
-    return f"dim {d} · {fn} · wavelength {wavelength(d, D, layout):,.1f} positions"
+        return _("dim {d}").format(d=d)
+    fn, _wave = wave(d, D, layout)
+    return _("dim {d} · {fn} · wavelength {wavelength} positions").format(
+        d=d, fn=fn, wavelength=f"{wavelength(d, D, layout):,.1f}"
+    )
 
 
 def pe_matrix(
@@ -93,35 +96,37 @@ def pe_matrix(
         z=p,
         x=names,
         y=np.arange(N),
-        **vc.diverging_colors("PE value", r),
-        hovertemplate="position %{y}<br>%{x}<br>value %{z:.3f}<extra></extra>",
+        **vc.diverging_colors(_("PE value"), r),
+        hovertemplate=_("position %{y}<br>%{x}<br>value %{z:.3f}") + "<extra></extra>",
         name="PE",
     )
     x_ticks = [str(d) for d in range(0, D, step)]
     layout = vc.base_layout(
         title
-        or "Positional encoding: one row per position<br><sup>left: fast waves (short wavelength); right: slow waves; "
-        "each position gets its own pattern (section 3.5)</sup>",
+        or _(
+            "Positional encoding: one row per position<br><sup>left: fast waves (short wavelength); right: slow waves; "
+            "each position gets its own pattern (section 3.5)</sup>"
+        ),
         height=height or int(np.clip(N * 6, 300, 700) + 130),
         meta={
             "N": N,
             "D": D,
             "alt": vc.alt_text(
-                title or "Positional encoding, one row per position",
-                rows="positions",
-                cols="dimensions",
+                title or _("Positional encoding, one row per position"),
+                rows=_("positions"),
+                cols=_("dimensions"),
                 shape=(N, D),
-                notes=[f"colour: the value from −{r:.2g} (blue) through 0 (white) to +{r:.2g} (red)"],
+                notes=[_("colour: the value from −{r} (blue) through 0 (white) to +{r} (red)").format(r=f"{r:.2g}")],
             ),
         },
         margin=dict(
             l=vc.axis_margin([str(N - 1)], along_y=True, title=True),
-            r=vc.colorbar_margin("PE value", [f"−{r / 2:.2g}"]),
+            r=vc.colorbar_margin(_("PE value"), [f"−{r / 2:.2g}"]),
             t=80,
             b=vc.axis_margin(x_ticks, along_y=False, title=True),
         ),
-        xaxis=vc.axis("dimension", type="category", tickmode="array", tickvals=list(range(0, D, step)), ticktext=x_ticks),
-        yaxis=vc.axis("position", autorange="reversed"),
+        xaxis=vc.axis(_("dimension"), type="category", tickmode="array", tickvals=list(range(0, D, step)), ticktext=x_ticks),
+        yaxis=vc.axis(_("position"), autorange="reversed"),
     )
     return vc.figure([heat], layout)
 
@@ -153,7 +158,7 @@ def pe_curves(
     traces = []
     for d in dims:
         lam = wavelength(d, dm, layout)
-        fn, _ = wave(d, dm, layout)
+        fn, _wave = wave(d, dm, layout)
         traces.append(
             dict(
                 type="scatter",
@@ -161,21 +166,26 @@ def pe_curves(
                 y=p[:, d],
                 mode="lines+markers",  # PE exists only at integer positions: the markers are the values used
                 marker=dict(size=4),
-                name=f"dim {d} ({fn}), wavelength {lam:,.1f}",
+                name=_("dim {d} ({fn}), wavelength {wavelength}").format(d=d, fn=fn, wavelength=f"{lam:,.1f}"),
                 meta={"dim": d, "wavelength": lam, "fn": fn},
-                hovertemplate=f"dim {d} ({fn}, wavelength {lam:,.1f} positions)<br>position %{{x}}<br>value %{{y:.3f}}<extra></extra>",
+                hovertemplate=_("dim {d} ({fn}, wavelength {wavelength} positions)").format(d=d, fn=fn, wavelength=f"{lam:,.1f}")
+                + "<br>"
+                + _("position %{x}<br>value %{y:.3f}")
+                + "<extra></extra>",
             )
         )
     bounded = np.abs(p).max() <= 1
     # the legend stands right of the plot (plotly's default x = 1.02 of the plot width): symbol (40 px) +
     # name, 2 x 10 px padding, and 16 px for the 2 % gap (enough up to an 800 px wide plot)
     legend_px = max(vc.text_px(t["name"]) + 40 for t in traces)
-    legend_px = max(legend_px, vc.text_px("dimension", vc.AXIS_TITLE_SIZE)) + 20 + 16
+    legend_px = max(legend_px, vc.text_px(_("dimension"), vc.AXIS_TITLE_SIZE)) + 20 + 16
     layout = vc.base_layout(
         title
-        or "Positional-encoding waves<br><sup>dimension pair i oscillates with wavelength 2π·10000^(2i/d_model) positions</sup>",
+        or _(
+            "Positional-encoding waves<br><sup>dimension pair i oscillates with wavelength 2π·10000^(2i/d_model) positions</sup>"
+        ),
         height=380,
-        legend=dict(title=dict(text="dimension"), orientation="v"),
+        legend=dict(title=dict(text=_("dimension")), orientation="v"),
         hovermode="x unified",
         margin=dict(
             l=vc.axis_margin(["−0.5"] if bounded else [f"{-np.abs(p).max():.2g}"], along_y=True, title=True),
@@ -183,8 +193,8 @@ def pe_curves(
             t=80,
             b=vc.axis_margin([str(N - 1)], along_y=False, title=True),
         ),
-        xaxis=vc.axis("position", range=[0, max(N - 1, 1)]),
-        yaxis=vc.axis("PE value", range=[-1.1, 1.1] if bounded else None, zeroline=True),
+        xaxis=vc.axis(_("position"), range=[0, max(N - 1, 1)]),
+        yaxis=vc.axis(_("PE value"), range=[-1.1, 1.1] if bounded else None, zeroline=True),
     )
     return vc.figure(traces, layout)
 
@@ -208,35 +218,38 @@ def pe_similarity(pe, *, cosine: bool = True, title: str | None = None) -> go.Fi
     else:
         r = max(float(np.abs(sim).max()), 1e-6)
     N = p.shape[0]
-    what = "cosine similarity" if cosine else "dot product"
+    what = _("cosine similarity") if cosine else _("dot product")
     heat = dict(
         type="heatmap",
         z=sim.astype(np.float32),
         x=np.arange(N),
         y=np.arange(N),
         **vc.diverging_colors(what, r),
-        hovertemplate=f"position %{{y}} vs position %{{x}}<br>{what} %{{z:.3f}}<extra></extra>",
+        hovertemplate=_("position %{y} vs position %{x}") + f"<br>{what} %{{z:.3f}}<extra></extra>",
         name="similarity",
     )
     side = vc.axis_margin([str(N - 1)], along_y=True, title=True)
     alt = vc.alt_text(
-        title or f"Position-by-position {what} of the positional encoding",
-        rows="positions",
-        cols="positions",
+        title or _("Position-by-position {what} of the positional encoding").format(what=what),
+        rows=_("positions"),
+        cols=_("positions"),
         shape=(N, N),
-        notes=[f"colour: the {what} from −{r:.2g} (blue) through 0 (white) to +{r:.2g} (red)"],
+        notes=[_("colour: the {label} from −{r} (blue) through 0 (white) to +{r} (red)").format(label=what, r=f"{r:.2g}")],
     )
     layout = vc.base_layout(
         title
-        or f"Position-by-position {what} of the positional encoding<br><sup>the bright diagonal band: nearby positions look alike</sup>",
+        or _("Position-by-position {what} of the positional encoding").format(what=what)
+        + "<br><sup>"
+        + _("the bright diagonal band: nearby positions look alike")
+        + "</sup>",
         height=560,
         meta={"alt": alt},
         margin=dict(
             l=side, r=vc.colorbar_margin(what, [f"−{r / 2:.2g}"]), t=80, b=vc.axis_margin([str(N - 1)], along_y=False, title=True)
         ),
-        xaxis=vc.axis("position", constrain="domain", constraintoward="left"),
+        xaxis=vc.axis(_("position"), constrain="domain", constraintoward="left"),
         yaxis=vc.axis(
-            "position",
+            _("position"),
             autorange="reversed",
             scaleanchor="x",
             scaleratio=1,
@@ -285,13 +298,15 @@ def word_order_figure(demo: WordOrder, *, title: str | None = None) -> go.Figure
     ticks = [vc.esc(vc.short(t)) for t in shown_b]
     traces = []
     for name, label, color in (
-        ("pe_off", "without positional encoding", "#9e9e9e"),
-        ("pe_on", "with positional encoding", vc.HIGHLIGHT),
+        ("pe_off", _("without positional encoding"), "#9e9e9e"),
+        ("pe_on", _("with positional encoding"), vc.HIGHLIGHT),
     ):
         d = dist[name]
+        where = _("{token}: position {i} in B, position {j} in A")
         hover = [
-            f"<b>{label}</b><br>{vc.esc(shown_b[i])}: position {i} in B, position {perm[i]} in A"
-            f"<br>||enc_B[{i}] − enc_A[{perm[i]}]|| = {d[i]:.2e}"
+            f"<b>{label}</b><br>"
+            + where.format(token=vc.esc(shown_b[i]), i=i, j=perm[i])
+            + f"<br>||enc_B[{i}] − enc_A[{perm[i]}]|| = {d[i]:.2e}"
             for i in range(S)
         ]
         traces.append(
@@ -317,8 +332,10 @@ def word_order_figure(demo: WordOrder, *, title: str | None = None) -> go.Figure
     top_value = max(float(dist["pe_on"].max()), float(dist["pe_off"].max()))
     layout = vc.base_layout(
         title
-        or f"Word order: A = “{a_text}”, B = “{b_text}”<br><sup>distance between the encoder output of each word in B and of the same word in A; "
-        "0 without positional encoding: the encoder cannot tell the orders apart</sup>",
+        or _(
+            "Word order: A = “{a}”, B = “{b}”<br><sup>distance between the encoder output of each word in B and of the same word in A; "
+            "0 without positional encoding: the encoder cannot tell the orders apart</sup>"
+        ).format(a=a_text, b=b_text),
         barmode="group",
         height=top
         + bottom
@@ -331,7 +348,7 @@ def word_order_figure(demo: WordOrder, *, title: str | None = None) -> go.Figure
             t=top,
             b=bottom,
         ),
-        xaxis=vc.axis("token of sentence B", tickmode="array", tickvals=list(range(S)), ticktext=ticks),
+        xaxis=vc.axis(_("token of sentence B"), tickmode="array", tickvals=list(range(S)), ticktext=ticks),
         yaxis=vc.axis(y_title, rangemode="tozero"),
     )
     return vc.figure(traces, layout)

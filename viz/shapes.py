@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis.records import Stage
+from i18n import _
 from viz._common import HIGHLIGHT, base_layout, esc, figure
 
 
@@ -63,7 +64,11 @@ def shapes_table(shapes: Sequence[Stage]) -> pd.DataFrame:
     """
     rows = _check(shapes)
     return pd.DataFrame(
-        {"stage": [r.name for r in rows], "shape": [shape_text(r.shape) for r in rows], "meaning": [r.meaning for r in rows]}
+        {
+            _("stage"): [r.name for r in rows],
+            _("shape"): [shape_text(r.shape) for r in rows],
+            _("meaning"): [r.meaning for r in rows],
+        }
     )
 
 
@@ -137,13 +142,13 @@ def shapes_figure(shapes: Sequence[Stage], *, title: str | None = None, split_at
         name="stages",
         showlegend=False,
     )
-    headers = ["encoder side", "decoder side"] if len(cols) == 2 else []
+    headers = [_("encoder side"), _("decoder side")] if len(cols) == 2 else []
     for c, text in enumerate(headers):
         annotations.append(
             dict(x=0.25 + 0.5 * c, y=-0.75, text=f"<b>{text}</b>", showarrow=False, font=dict(size=13, color="#444"))
         )
     layout = base_layout(
-        title or "Data flow of this input, stage by stage (B = batch, S = source length, T = target length)",
+        title or _("Data flow of this input, stage by stage (B = batch, S = source length, T = target length)"),
         shapes=shapes_,
         annotations=annotations,
         height=int(n_rows * 46 + 140),

@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from analysis.records import BeamTree, StepView, head_average
+from i18n import _
 from viz._common import (
     ATTENTION_COLORSCALE,
     FONT,
@@ -68,9 +69,11 @@ def candidates_bar(step: StepView, *, title: str | None = None) -> go.Figure:
     chosen_here = chosen_id in ids
     colors = [HIGHLIGHT if i == chosen_id else MUTED for i in ids]
     ticktext = [esc(short(s, 18)) + (" ✓" if i == chosen_id else "") for s, i in zip(shown, ids, strict=True)]
-    labels = [f"{p:.1%}" + (" (forced)" if forced and i == chosen_id else "") for p, i in zip(probs, ids, strict=True)]
+    forced_note, chosen_note = _(" (forced)"), "<br><i>" + _("chosen") + "</i>"
+    labels = [f"{p:.1%}" + (forced_note if forced and i == chosen_id else "") for p, i in zip(probs, ids, strict=True)]
+    line = _("<b>{token}</b> (id {id})<br>rank {rank}<br>probability {p}")
     hover = [
-        f"<b>{esc(s)}</b> (id {i})<br>rank {r + 1}<br>probability {p:.3f}" + ("<br><i>chosen</i>" if i == chosen_id else "")
+        line.format(token=esc(s), id=i, rank=r + 1, p=f"{p:.3f}") + (chosen_note if i == chosen_id else "")
         for r, (s, i, p) in enumerate(zip(shown, ids, probs, strict=True))
     ]
     bar = dict(
@@ -101,7 +104,8 @@ def candidates_bar(step: StepView, *, title: str | None = None) -> go.Figure:
                 showarrow=False,
                 xanchor="right",
                 yanchor="top",
-                text=f"chosen token (id {chosen_id}) is not in the top {n}" + (" (forced)" if forced else ""),
+                text=_("chosen token (id {id}) is not in the top {n}").format(id=chosen_id, n=n)
+                + (forced_note if forced else ""),
                 font=dict(size=11, color=HIGHLIGHT),
             )
         )
@@ -113,13 +117,13 @@ def candidates_bar(step: StepView, *, title: str | None = None) -> go.Figure:
     top = 60
     bottom = axis_px + (18 if annotations else 0)
     layout = base_layout(
-        title or "Next-token candidates" + (" · forced choice" if forced else ""),
+        title or _("Next-token candidates") + (_(" · forced choice") if forced else ""),
         height=max(180, 34 * n + top + bottom),
         showlegend=False,
         annotations=annotations,
         bargap=0.25,
         margin=dict(l=axis_margin(ticktext, along_y=True, title=False), r=MARGIN_MIN + max(0, math.ceil(spill)), t=top, b=bottom),
-        xaxis=axis("probability", range=[0, 1.12], tickvals=[0, 0.25, 0.5, 0.75, 1.0], ticktext=x_ticks, showgrid=True),
+        xaxis=axis(_("probability"), range=[0, 1.12], tickvals=[0, 0.25, 0.5, 0.75, 1.0], ticktext=x_ticks, showgrid=True),
         yaxis=axis(tickmode="array", tickvals=list(range(n)), ticktext=ticktext, autorange="reversed"),
     )
     return figure([bar], layout)
@@ -132,7 +136,7 @@ def step_attention(
     title: str | None,
     query: str | None = None,
     layer: int | None = None,
-    key_title: str = "key",
+    key_title: str | None = None,
 ) -> go.Figure:
     """The new query's attention over the keys at one decoding step.
 
@@ -154,8 +158,9 @@ def step_attention(
     if K == 0:
         raise ValueError("row has no keys (its last axis is empty)")
     k_hover, k_tick = token_labels(display(check_tokens(k_tokens, "k_tokens", K, "row's last axis (keys)")))
-    where = f"layer {layer + 1}" if layer is not None else ""
-    q = f"query: {esc(display([query])[0])}<br>" if query is not None else ""
+    key_title = _("key") if key_title is None else key_title
+    where = _("layer {l}").format(l=layer + 1) if layer is not None else ""
+    q = _("query: {token}").format(token=esc(display([query])[0])) + "<br>" if query is not None else ""
     # key labels are turned when they would collide on a plot ~400 px wide (a half-page column)
     angle = -45 if max(text_px(t) for t in k_tick) > 0.8 * 400 / K else 0
     x_axis = axis(
@@ -177,24 +182,24 @@ def step_attention(
             marker=dict(color=r, colorscale=ATTENTION_COLORSCALE, cmin=0, cmax=1, line=dict(color="#6b8fb3", width=0.5)),
             customdata=np.arange(K),
             hovertext=[
-                f"{('<b>' + where + '</b><br>') if where else ''}{q}key: {kh}<br>weight {w:.3f}"
+                f"{('<b>' + where + '</b><br>') if where else ''}{q}" + _("key: {key}<br>weight {w}").format(key=kh, w=f"{w:.3f}")
                 for kh, w in zip(k_hover, r, strict=True)
             ],
             hoverinfo="text",
             name="attention",
         )
-        y_axis = axis("attention weight", range=[0, 1.02])
+        y_axis = axis(_("attention weight"), range=[0, 1.02])
         left = axis_margin(["0.8"], along_y=True, title=True)
         right = MARGIN_MIN + (math.ceil(text_px(k_tick[-1]) / 2) if not angle else 0)  # the last label's right half
         height = top + bottom + 200
     else:
         H = r.shape[0]
         z = r
-        names = [f"head {h + 1}" for h in range(H)]
+        names = [_("head {h}").format(h=h + 1) for h in range(H)]
         if H > 1:
             mean = head_average(r[:, None, :])  # (H, 1, K) -> (1, K); ablated (all-zero) heads left out
             z = np.concatenate([r, np.full((1, K), np.nan, np.float32), mean], axis=0)  # (H + 2, K)
-            names += ["\u2002", "mean of heads"]
+            names += ["\u2002", _("mean of heads")]
         trace = dict(
             type="heatmap",
             z=z.astype(np.float32),
@@ -207,7 +212,8 @@ def step_attention(
             hovertemplate=(f"<b>{where}, " if where else "<b>")
             + "%{y}</b><br>"
             + q
-            + "key: %{x}<br>weight %{z:.3f}<extra></extra>",
+            + _("key: %{x}<br>weight %{z:.3f}")
+            + "<extra></extra>",
             name="attention",
         )
         y_axis = axis(
@@ -219,20 +225,19 @@ def step_attention(
             showgrid=False,
         )
         left = axis_margin(names, along_y=True, title=False)
-        right = colorbar_margin("weight")
+        right = colorbar_margin(_("weight"))
         height = top + bottom + 30 * len(names) + 20
     if r.ndim == 1:
-        alt = (
-            f"{plain(title) or 'Attention of the new query'}: a bar per key ({key_title}), "
-            f"the height is the attention weight from 0 to 1 ({K} bars)."
+        alt = _("{what}: a bar per key ({keys}), the height is the attention weight from 0 to 1 ({K} bars).").format(
+            what=plain(title) or _("Attention of the new query"), keys=key_title, K=K
         )
     else:
         alt = alt_text(
-            title or "Attention of the new query",
-            rows="heads" + (" (then the mean of heads)" if r.shape[0] > 1 else ""),
-            cols=f"keys ({key_title})",
+            title or _("Attention of the new query"),
+            rows=_("heads (then the mean of heads)") if r.shape[0] > 1 else _("heads"),
+            cols=_("keys ({keys})").format(keys=key_title),
             shape=(r.shape[0], K),
-            notes=["colour: the attention weight from 0 (light) to 1 (dark)"],
+            notes=[_("colour: the attention weight from 0 (light) to 1 (dark)")],
         )
     layout = base_layout(
         title,
@@ -340,14 +345,16 @@ def beam_tree(beam: BeamTree, *, title: str | None = None) -> go.Figure:
         if not ids:
             continue
         hover = []
+        node = _("<b>{token}</b> (step {step})<br>hypothesis: {text}")
+        normalised, on_best = _("score (length-normalised) = {score}"), _("on the best path")
         for nid in ids:
             n = by_id[nid]
-            s = f"<b>{esc(display([text[nid]])[0])}</b> (step {int(n.step) + 1})<br>hypothesis: {esc(prefix[nid].strip()) or '∅'}"
+            s = node.format(token=esc(display([text[nid]])[0]), step=int(n.step) + 1, text=esc(prefix[nid].strip()) or "∅")
             s += f"<br>log p = {float(n.logprob):.3f}"
             if n.score is not None:
-                s += f"<br>score (length-normalised) = {float(n.score):.3f}"
+                s += "<br>" + normalised.format(score=f"{float(n.score):.3f}")
             if nid in best_set:
-                s += "<br><i>on the best path</i>"
+                s += f"<br><i>{on_best}</i>"
             hover.append(s)
         traces.append(
             dict(
@@ -372,8 +379,8 @@ def beam_tree(beam: BeamTree, *, title: str | None = None) -> go.Figure:
             )
         )
     for label, symbol, color in (
-        ("live hypothesis", "circle", "#9ecae1"),
-        ("finished (ended with &lt;eos&gt;)", "square", "#555"),
+        (_("live hypothesis"), "circle", "#9ecae1"),
+        (_("finished (ended with &lt;eos&gt;)"), "square", "#555"),
     ):
         traces.append(
             dict(type="scatter", x=[None], y=[None], mode="markers", marker=dict(symbol=symbol, size=9, color=color), name=label)
@@ -381,13 +388,19 @@ def beam_tree(beam: BeamTree, *, title: str | None = None) -> go.Figure:
     n_leaves = max(1, int(max(y.values())) + 1)
     max_x = max(x.values())
     layout = base_layout(
-        title or "Beam search tree<br><sup>each column is one output step; orange: the best hypothesis; squares: finished</sup>",
+        title
+        or _("Beam search tree<br><sup>each column is one output step; orange: the best hypothesis; squares: finished</sup>"),
         height=int(np.clip(22 * n_leaves + 190, 260, 900)),
         legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"),
         hovermode="closest",
         margin=dict(t=100, l=10, r=10, b=60),  # room below for the step numbers and the axis title
         xaxis=dict(
-            title=dict(text="output step"), dtick=1, range=[-0.3, max_x + 0.9], showgrid=True, gridcolor="#f0f0f0", zeroline=False
+            title=dict(text=_("output step")),
+            dtick=1,
+            range=[-0.3, max_x + 0.9],
+            showgrid=True,
+            gridcolor="#f0f0f0",
+            zeroline=False,
         ),
         yaxis=dict(visible=False, autorange="reversed"),
     )

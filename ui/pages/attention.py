@@ -9,6 +9,7 @@ from dataclasses import replace
 import streamlit as st
 
 from analysis.records import attention_view
+from i18n import _
 from model.facts import KIND_NAMES
 from ui import keys, state
 from ui.widgets import MapCsv, clicked_cell, head_label, md_escape, n_layers_of, pick_layer_head, show, url_radio
@@ -22,20 +23,26 @@ def attention_panel(ctx: state.Ctx) -> None:
     """Mosaics and zoom of one analysis: the kind radio and the toggle rerun only this panel."""
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     with c1:
-        kind = url_radio("Attention kind", KIND_NAMES, key=keys.KIND, default="cross", horizontal=True)
+        kind = url_radio(_("Attention kind"), KIND_NAMES, key=keys.KIND, default="cross", horizontal=True)
     with c2:
-        all_kinds = st.toggle("All three kinds", key=keys.EVERY_KIND_MOSAIC, help="Draw the mosaics of all three kinds at once.")
+        all_kinds = st.toggle(
+            _("All three kinds"), key=keys.EVERY_KIND_MOSAIC, help=_("Draw the mosaics of all three kinds at once.")
+        )
     if kind != "enc_self":
-        st.caption("Decoder rows read “input → predicted”: the query at input token t is the one that predicted token t + 1.")
+        st.caption(_("Decoder rows read “input → predicted”: the query at input token t is the one that predicted token t + 1."))
     norm = st.toggle(
-        "Norm-weighted too",
+        _("Norm-weighted too"),
         key=keys.NORM_MOSAIC,
-        help="Kobayashi et al. 2020: each key adds the vector α·f(x) to the head's output, f(x) = (x W^V + b^V) W^O. "
-        "The second mosaic shows each key's share of the lengths ‖α f(x)‖ in its row: a large weight on a short value "
-        "vector gets a small share.",
+        help=_(
+            "Kobayashi et al. 2020: each key adds the vector α·f(x) to the head's output, f(x) = (x W^V + b^V) W^O. "
+            "The second mosaic shows each key's share of the lengths ‖α f(x)‖ in its row: a large weight on a short value "
+            "vector gets a small share."
+        ),
     )
     for kd in KIND_NAMES if all_kinds else (kind,):
-        fig = va.attention_mosaic(ctx.analysis.view(kd), title=f"{KIND_NAMES[kd]}: every layer (rows) × head (columns)")
+        fig = va.attention_mosaic(
+            ctx.analysis.view(kd), title=_("{kind}: every layer (rows) × head (columns)").format(kind=_(KIND_NAMES[kd]))
+        )
         show(fig, f"mosaic_{kd}")
         if norm:
             analysis = ctx.analysis
@@ -43,17 +50,19 @@ def attention_panel(ctx: state.Ctx) -> None:
             view = attention_view(
                 maps, kd, src=analysis.source.tokens, tgt_in=analysis.tgt_in_tokens, tgt_out=analysis.tgt_out_tokens
             )
-            title = f"{KIND_NAMES[kd]}, norm-weighted: each key's share of ‖α f(x)‖ in its row (Kobayashi et al. 2020)"
+            title = _("{kind}, norm-weighted: each key's share of ‖α f(x)‖ in its row (Kobayashi et al. 2020)").format(
+                kind=_(KIND_NAMES[kd])
+            )
             show(va.attention_mosaic(replace(view, measure="share"), title=title), f"norm_mosaic_{kd}")
-    st.subheader("Zoom")
+    st.subheader(_("Zoom"))
     c1, c2 = st.columns([3, 2])
     with c1:
         attention_zoom(ctx, kind)
     with c2:
         # off by default: one chart fewer to draw each time the kind changes (the zoom also offers "mean")
-        if st.toggle("Mean over heads, per layer", key=keys.LAYER_MEANS, help="What each layer as a whole attends to."):
-            st.caption("Each layer's mean over its heads: what the layer as a whole attends to.")
-            fig = va.attention_mosaic(ctx.analysis.view(kind).layer_means(), title="Mean over heads, per layer")
+        if st.toggle(_("Mean over heads, per layer"), key=keys.LAYER_MEANS, help=_("What each layer as a whole attends to.")):
+            st.caption(_("Each layer's mean over its heads: what the layer as a whole attends to."))
+            fig = va.attention_mosaic(ctx.analysis.view(kind).layer_means(), title=_("Mean over heads, per layer"))
             show(fig, "layer_average")
 
 
@@ -65,21 +74,37 @@ def attention_zoom(ctx: state.Ctx, kind: str) -> None:
     layer, head = pick_layer_head(n_layers_of(ctx.cfg, kind), ctx.cfg.n_heads)
     zoom = view.map(layer, head)
     w = zoom.w
-    title = f"{KIND_NAMES[kind]}, {head_label(layer, head)}"
+    title = f"{_(KIND_NAMES[kind])}, {head_label(layer, head)}"
     show(va.attention_heatmap(zoom, title=title), keys.ZOOM_CHART, csv=MapCsv.of(zoom), on_select="rerun")
     cell = clicked_cell(keys.ZOOM_CHART, *w.shape)
     if cell is None:
-        st.caption("Click a cell to see what its query attends to in every head of this layer.")
+        st.caption(_("Click a cell to see what its query attends to in every head of this layer."))
         return
     qi, ki = cell
     query = vt.display([q[qi]])[0] + (f" → {vt.display([pred[qi]])[0]}" if pred is not None else "")
     st.markdown(
-        f"Query {qi} **{md_escape(query)}** gives key {ki} **{md_escape(vt.display([k[ki]])[0])}** weight **{w[qi, ki]:.3f}** "
-        f"({head_label(layer, head)}). Its whole row, in every head of layer {layer + 1}:"
+        _(
+            "Query {qi} **{query}** gives key {ki} **{key}** weight **{w:.3f}** ({where}). Its whole row, in every head "
+            "of layer {layer}:"
+        ).format(
+            qi=qi,
+            query=md_escape(query),
+            ki=ki,
+            key=md_escape(vt.display([k[ki]])[0]),
+            w=w[qi, ki],
+            where=head_label(layer, head),
+            layer=layer + 1,
+        )
     )
     row = view.attn[layer, :, qi, :]  # (H, K): this query's weights in each head
-    fig = vs.step_attention(row, k, title=f"Query {qi} ({query}), layer {layer + 1}", query=q[qi], layer=layer)
-    show(fig, "zoom_row", csv=MapCsv(row, [f"head {h + 1}" for h in range(row.shape[0])], k))
+    fig = vs.step_attention(
+        row,
+        k,
+        title=_("Query {qi} ({query}), layer {layer}").format(qi=qi, query=query, layer=layer + 1),
+        query=q[qi],
+        layer=layer,
+    )
+    show(fig, "zoom_row", csv=MapCsv(row, [_("head {head}").format(head=h + 1) for h in range(row.shape[0])], k))
 
 
 def page(frame: state.Frame) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis.records import Analysis, attention_view
+from i18n import _
 from model.facts import KIND_NAMES, InputError
 from model.settings import DecodeSettings
 from ui import catalog, keys, state
@@ -78,24 +79,24 @@ def pick_sentences(task: str) -> tuple[str, str]:
     presets = catalog.PAIRS[task]
     init_from_url(presets)
     st.selectbox(
-        "Minimal pairs",
+        _("Minimal pairs"),
         list(presets),
         index=None,
-        format_func=lambda k: presets[k].label,
+        format_func=lambda k: _(presets[k].label),
         key=keys.COMPARE_PICK,
         on_change=use_pair,
         args=(presets,),
-        placeholder="Pick a minimal pair…",
+        placeholder=_("Pick a minimal pair…"),
     )
     c1, c2 = st.columns(2)
-    sentence_a = c1.text_input("Sentence A", key=keys.COMPARE_A, max_chars=MAX_CHARS)[:MAX_CHARS]
-    sentence_b = c2.text_input("Sentence B", key=keys.COMPARE_B, max_chars=MAX_CHARS)[:MAX_CHARS]
+    sentence_a = c1.text_input(_("Sentence A"), key=keys.COMPARE_A, max_chars=MAX_CHARS)[:MAX_CHARS]
+    sentence_b = c2.text_input(_("Sentence B"), key=keys.COMPARE_B, max_chars=MAX_CHARS)[:MAX_CHARS]
     for key, text in ((keys.COMPARE_A, sentence_a), (keys.COMPARE_B, sentence_b)):
         cut_warning(key, text)
     name = keep_in_url(presets, sentence_a, sentence_b)
     st.caption(
-        (presets[name].asks + " " if name else "")
-        + "The sentence box at the top is not used on this page: the two sentences here are."
+        (_(presets[name].asks) + " " if name else "")
+        + _("The sentence box at the top is not used on this page: the two sentences here are.")
     )
     return sentence_a, sentence_b
 
@@ -110,16 +111,18 @@ def translations(ra: Analysis, rb: Analysis) -> None:
     c1, c2 = st.columns(2)
     for col, name, analysis, src, out in ((c1, "a", ra, src_a, out_a), (c2, "b", rb, src_b, out_b)):
         with col:
-            st.markdown(f"**{name.upper()}**: source pieces, translation, output pieces")
+            st.markdown(_("**{name}**: source pieces, translation, output pieces").format(name=name.upper()))
             chips(analysis.source.tokens, src, css=f"cmp-src-{name}")
             text_box(analysis.translation)
             chips(analysis.tgt_out_tokens, out, css=f"cmp-out-{name}")
     na, nb = out_a.count("changed"), out_b.count("changed")
     st.caption(
-        "The two translations are the same piece for piece."
+        _("The two translations are the same piece for piece.")
         if ra.tgt_out_tokens == rb.tgt_out_tokens
-        else f"Yellow: output pieces that differ between A and B, matched with difflib ({na} of A's {len(out_a)}, "
-        f"{nb} of B's {len(out_b)}); yellow source pieces are the words you changed."
+        else _(
+            "Yellow: output pieces that differ between A and B, matched with difflib ({na} of A's {n_a}, "
+            "{nb} of B's {n_b}); yellow source pieces are the words you changed."
+        ).format(na=na, n_a=len(out_a), nb=nb, n_b=len(out_b))
     )
 
 
@@ -128,10 +131,10 @@ def attention(path: str, settings: DecodeSettings, sentence_a: str, sentence_b: 
     """One kind, layer and head for A and for B, and B − A where the two maps have the same shape: as they are, or,
     when only the translations differ in length, with B's decoder fed A's translation."""
     cfg = state.load_model(path).model.cfg
-    kind = url_radio("Attention kind", KIND_NAMES, key=keys.KIND, default="cross", horizontal=True)
+    kind = url_radio(_("Attention kind"), KIND_NAMES, key=keys.KIND, default="cross", horizontal=True)
     layer, head = pick_layer_head(n_layers_of(cfg, kind), cfg.n_heads)
     ma, mb = ra.view(kind).map(layer, head), rb.view(kind).map(layer, head)
-    label = f"{KIND_NAMES[kind]}, {head_label(layer, head)}"
+    label = f"{_(KIND_NAMES[kind])}, {head_label(layer, head)}"
     c1, c2 = st.columns(2)
     with c1:
         show(va.attention_heatmap(ma, title=f"A: {label}"), "cmp_map_a", csv=MapCsv.of(ma))
@@ -143,43 +146,51 @@ def attention(path: str, settings: DecodeSettings, sentence_a: str, sentence_b: 
         maps = state.run_forced_original(path, sentence_b, settings, state.NO_INTERVENTIONS, output_of=sentence_a)
         forced = attention_view(maps, kind, src=rb.source.tokens, tgt_in=ra.tgt_in_tokens, tgt_out=ra.tgt_out_tokens)
         mb = forced.map(layer, head)
-        title = f"B − A, both writing A's translation: {label}"
-        note = (
-            f" The two translations differ in length ({len(ra.tgt_out_tokens)} and {len(rb.tgt_out_tokens)} pieces), so "
+        title = _("B − A, both writing A's translation: {label}").format(label=label)
+        note = " " + _(
+            "The two translations differ in length ({n_a} and {n_b} pieces), so "
             "B's decoder is fed A's translation here (teacher forcing, as in training): both write the same pieces, and "
             "the difference shows how changing the source moves what each output piece looks at."
-        )
+        ).format(n_a=len(ra.tgt_out_tokens), n_b=len(rb.tgt_out_tokens))
     if ma.w.shape != mb.w.shape:
-        what = "source pieces" if kind == "enc_self" else "source pieces (and decoder inputs)"
+        what = _("source pieces") if kind == "enc_self" else _("source pieces (and decoder inputs)")
         st.info(
-            f"No difference map: A's map is {ma.w.shape[0]} × {ma.w.shape[1]} and B's {mb.w.shape[0]} × {mb.w.shape[1]}. "
-            f"Subtracting needs the same number of {what} on both sides; compare the two maps by eye instead."
+            _(
+                "No difference map: A's map is {a_rows} × {a_cols} and B's {b_rows} × {b_cols}. "
+                "Subtracting needs the same number of {what} on both sides; compare the two maps by eye instead."
+            ).format(a_rows=ma.w.shape[0], a_cols=ma.w.shape[1], b_rows=mb.w.shape[0], b_cols=mb.w.shape[1], what=what)
         )
         return
     diff = MapCsv(mb.w - ma.w, ma.q_tokens, ma.k_tokens, ma.predicted)
     show(va.difference_heatmap(ma, mb, title=title, names=("A", "B")), "cmp_diff", csv=diff)
     st.caption(
-        "Red: B's query gives this key more weight than A's; blue: less. Rows and columns carry A's tokens: "
-        "cell (i, j) compares A's token i with B's token i, whatever word stands there." + note
+        _(
+            "Red: B's query gives this key more weight than A's; blue: less. Rows and columns carry A's tokens: "
+            "cell (i, j) compares A's token i with B's token i, whatever word stands there."
+        )
+        + note
     )
 
 
 def distances(path: str, sentence_a: str, sentence_b: str) -> None:
-    st.subheader("Which tokens' representations moved")
+    st.subheader(_("Which tokens' representations moved"))
     distance = state.run_encoder_distance(path, sentence_a, sentence_b)
     show(vc.distance_figure(distance), "cmp_distance")
     how = (
-        "A and B have the same number of source pieces, so they are paired position by position."
+        _("A and B have the same number of source pieces, so they are paired position by position.")
         if distance.by_position
-        else "A and B have different numbers of source pieces, so pieces are paired where difflib matches them."
+        else _("A and B have different numbers of source pieces, so pieces are paired where difflib matches them.")
     )
     lone = [f"A: {t}" for t in vt.display([distance.a_tokens[i] for i in distance.unmatched_a])]
     lone += [f"B: {t}" for t in vt.display([distance.b_tokens[j] for j in distance.unmatched_b])]
     st.caption(
-        f"Each bar is ||enc(B)[j] − enc(A)[i]||, the L2 distance between the encoder outputs (the memory the decoder "
-        f"reads) of a pair of tokens. {how}"
-        + (f" Pieces with no partner: {md_escape(', '.join(lone))}." if lone else "")
-        + " Identical sentences give 0 everywhere."
+        _(
+            "Each bar is ||enc(B)[j] − enc(A)[i]||, the L2 distance between the encoder outputs (the memory the decoder "
+            "reads) of a pair of tokens. {how}"
+        ).format(how=how)
+        + (" " + _("Pieces with no partner: {pieces}.").format(pieces=md_escape(", ".join(lone))) if lone else "")
+        + " "
+        + _("Identical sentences give 0 everywhere.")
     )
 
 
@@ -191,13 +202,15 @@ def render(path: str, settings: DecodeSettings, task: str) -> None:
             state.run_analysis(path, sentence_b, settings, state.NO_INTERVENTIONS),
         )
     except InputError:
-        st.info("Type a sentence in both boxes (or pick a minimal pair) to compare them.")
+        st.info(_("Type a sentence in both boxes (or pick a minimal pair) to compare them."))
         return
     if ra.source.truncated or rb.source.truncated:
         cut = (ra if ra.source.truncated else rb).source
-        st.warning(f"A sentence is longer than the model reads: only its first {len(cut.ids) - 1} pieces are compared.")
+        st.warning(
+            _("A sentence is longer than the model reads: only its first {n} pieces are compared.").format(n=len(cut.ids) - 1)
+        )
     translations(ra, rb)
-    st.subheader("Attention, side by side")
+    st.subheader(_("Attention, side by side"))
     attention(path, settings, sentence_a, sentence_b, ra, rb)
     distances(path, sentence_a, sentence_b)
 

@@ -12,20 +12,21 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis.exercises import EXERCISE_KINDS, TITLES
+from i18n import _
 from ui import exercises, keys, state
 from ui.widgets import table_height
 
 
 def render(ctx: state.Ctx) -> None:
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-    kind = c1.selectbox("Exercise", EXERCISE_KINDS, format_func=TITLES.__getitem__, key=keys.EXERCISE_PICK)
+    kind = c1.selectbox(_("Exercise"), EXERCISE_KINDS, format_func=lambda k: _(TITLES[k]), key=keys.EXERCISE_PICK)
     with c2:
         exercises.new_numbers_button(keys.EXERCISE_NEW)
     exercises.show(exercises.build(kind, ctx), "exercises")
-    st.subheader("Your progress in this session")
+    st.subheader(_("Your progress in this session"))
     table = exercises.progress_table()
     st.dataframe(table, hide_index=True, height=table_height(table))
-    st.caption("Kept in this browser session only: nothing is stored on the server, and a reload starts again.")
+    st.caption(_("Kept in this browser session only: nothing is stored on the server, and a reload starts again."))
 
 
 def page(frame: state.Frame) -> None:

@@ -16,6 +16,8 @@ from functools import partial
 import plotly.graph_objects as go
 import streamlit as st
 
+import i18n
+from i18n import _
 from model.facts import KIND_NAMES
 from model.settings import DecodeSettings, Interventions
 from ui import exercises, explaining, keys, state
@@ -71,12 +73,12 @@ def draw_tokens(ctx: state.Ctx) -> None:
     analysis = ctx.analysis
     c1, c2 = st.columns(2)
     with c1:
-        st.markdown("**Your sentence as pieces and ids**")
+        st.markdown(_("**Your sentence as pieces and ids**"))
         df = token_table(ctx.loaded.tokenizer, analysis.source.ids)
         st.dataframe(df, height=min(table_height(df), 600))
-        download("Pieces (CSV)", partial(df.to_csv, index=False), "lesson-pieces.csv", "text/csv")
+        download(_("Pieces (CSV)"), partial(df.to_csv, index=False), "lesson-pieces.csv", "text/csv")
     with c2:
-        st.markdown("**The pieces the decoder wrote, and their text**")
+        st.markdown(_("**The pieces the decoder wrote, and their text**"))
         chips(analysis.tgt_out_tokens)
         text_box(analysis.translation)
 
@@ -84,7 +86,9 @@ def draw_tokens(ctx: state.Ctx) -> None:
 def draw_positions(ctx: state.Ctx) -> None:
     S, cfg = len(ctx.analysis.source.ids), ctx.cfg
     pe = state.positional_matrix(ctx.path, S)
-    title = f"The positional encoding added at your sentence's {S} positions (rows) in all {cfg.d_model} dimensions"
+    title = _("The positional encoding added at your sentence's {s} positions (rows) in all {d} dimensions").format(
+        s=S, d=cfg.d_model
+    )
     place(vp.pe_matrix(pe, title=title, sinusoidal=cfg.pos_encoding == "sinusoidal", layout=cfg.pe_layout), "lesson_pe")
 
 
@@ -94,24 +98,27 @@ def attention_map(kind: str) -> Callable[[state.Ctx], None]:
     def draw(ctx: state.Ctx) -> None:
         layer, head = pick_layer_head(n_layers_of(ctx.cfg, kind), ctx.cfg.n_heads)
         view = ctx.analysis.view(kind).map(layer, head)
-        fig = va.attention_heatmap(view, title=f"{KIND_NAMES[kind]}, {head_label(layer, head)}")
+        fig = va.attention_heatmap(view, title=f"{_(KIND_NAMES[kind])}, {head_label(layer, head)}")
         place(fig, f"lesson_{kind}", csv=MapCsv.of(view))
 
     return draw
 
 
 def draw_heads(ctx: state.Ctx) -> None:
-    fig = va.attention_mosaic(ctx.analysis.view("enc_self"), title="Encoder self-attention: every layer (rows) × head (columns)")
+    fig = va.attention_mosaic(
+        ctx.analysis.view("enc_self"), title=_("Encoder self-attention: every layer (rows) × head (columns)")
+    )
     place(fig, "lesson_mosaic")
 
 
 def draw_next_token(ctx: state.Ctx) -> None:
     trace = ctx.steps()
-    t = clamped_slider("Decoding step", len(trace), key=keys.LESSON_DECODE_STEP) - 1
+    t = clamped_slider(_("Decoding step"), len(trace), key=keys.LESSON_DECODE_STEP) - 1
     v = trace[t]
     chips(v.prefix_tokens + [v.chosen_token], [""] * len(v.prefix_tokens) + ["new"], css="lesson-prefix")
-    st.caption("The decoder's input so far, and (green) the piece chosen at this step.")
-    fig = vs.candidates_bar(v, title=f"Step {t + 1}: the most probable next pieces (softmax over {ctx.cfg.n_logits} pieces)")
+    st.caption(_("The decoder's input so far, and (green) the piece chosen at this step."))
+    title = _("Step {step}: the most probable next pieces (softmax over {n} pieces)").format(step=t + 1, n=ctx.cfg.n_logits)
+    fig = vs.candidates_bar(v, title=title)
     place(fig, "lesson_candidates")
 
 
@@ -122,13 +129,15 @@ def draw_beam(ctx: state.Ctx) -> None:
     beam = state.run_analysis(ctx.path, ctx.text, beam_settings, state.NO_INTERVENTIONS)
     c1, c2 = st.columns(2)
     with c1:
-        st.markdown("**Greedy**")
+        st.markdown(_("**Greedy**"))
         text_box(greedy.translation)
     with c2:
-        st.markdown(f"**Beam search** (beam {beam_settings.beam_size}, α {beam_settings.alpha:g})")
+        st.markdown(
+            _("**Beam search** (beam {size}, α {alpha:g})").format(size=beam_settings.beam_size, alpha=beam_settings.alpha)
+        )
         text_box(beam.translation)
     if beam.beam is not None:
-        fig = vs.beam_tree(beam.beam, title="Every hypothesis the beam kept; the best one highlighted")
+        fig = vs.beam_tree(beam.beam, title=_("Every hypothesis the beam kept; the best one highlighted"))
         place(fig, "lesson_beam")
 
 
@@ -142,18 +151,20 @@ def draw_masking(ctx: state.Ctx) -> None:
     words = [i for i, t in enumerate(analysis.source.tokens[:-1]) if any(ch.isalnum() for ch in t)] or [0]  # the last is <eos>
     most = max(words, key=lambda i: read[i])
     hide = st.selectbox(
-        "Hide this source token", range(len(src)), index=most, format_func=lambda i: f"{i}: {src[i]}", key=keys.LESSON_HIDE
+        _("Hide this source token"), range(len(src)), index=most, format_func=lambda i: f"{i}: {src[i]}", key=keys.LESSON_HIDE
     )
     after = state.run_analysis(ctx.path, ctx.text, ctx.settings, Interventions(src_hidden=frozenset({hide})))
     before_marks, after_marks = diff_marks(analysis.tgt_out_tokens, after.tgt_out_tokens)
     c1, c2 = st.columns(2)
-    for col, name, r, marks in ((c1, "Before", analysis, before_marks), (c2, f"With “{src[hide]}” hidden", after, after_marks)):
+    hidden = _("With “{token}” hidden").format(token=src[hide])
+    for col, name, r, marks in ((c1, _("Before"), analysis, before_marks), (c2, hidden, after, after_marks)):
         with col:
             st.markdown(f"**{md_escape(name)}**")
             text_box(r.translation)
             chips(r.tgt_out_tokens, marks, css=f"lesson-{'after' if r is after else 'before'}")
     view = after.view("cross").map(last)
-    fig = va.attention_heatmap(view, title=f"Cross-attention with “{src[hide]}” hidden, {head_label(last, None)}")
+    title = _("Cross-attention with “{token}” hidden, {where}").format(token=src[hide], where=head_label(last, None))
+    fig = va.attention_heatmap(view, title=title)
     place(fig, "lesson_masked", csv=MapCsv.of(view))
 
 
@@ -162,7 +173,7 @@ def draw_explain(ctx: state.Ctx) -> None:
     layer, head = pick_layer_head(ctx.cfg.n_dec_layers, ctx.cfg.n_heads)
     e = explaining.explanation(ctx, state.NO_INTERVENTIONS, position, None, ig_key=keys.IG_RUN)
     explaining.methods(e, layer, head, "lesson_explain", place=place)
-    st.caption("The page Attention vs attribution has more: contrast with another word, every head, the layer lens.")
+    st.caption(_("The page Attention vs attribution has more: contrast with another word, every head, the layer lens."))
 
 
 # -- the steps ---------------------------------------------------------------------------------------------------------
@@ -208,7 +219,7 @@ def current_step() -> int:
 def presenter_toggle() -> None:
     if keys.PRESENTER not in st.session_state:
         st.session_state[keys.PRESENTER] = st.query_params.get(keys.PRESENTER) == "1"
-    on = st.toggle("Presenter mode", key=keys.PRESENTER, help="Big type and no sidebar, for a projector.")
+    on = st.toggle(_("Presenter mode"), key=keys.PRESENTER, help=_("Big type and no sidebar, for a projector."))
     if on:
         st.query_params[keys.PRESENTER] = "1"
         st.html(PRESENTER_CSS)
@@ -220,19 +231,19 @@ def render(ctx: state.Ctx) -> None:
     k = current_step()
     step = LESSON[k - 1]
     c = st.columns([1.2, 1.2, 5, 2], vertical_alignment="center")
-    c[0].button("Previous", key=keys.LESSON_PREV, icon=":material/arrow_back:", on_click=move, args=(-1,), disabled=k == 1)
+    c[0].button(_("Previous"), key=keys.LESSON_PREV, icon=":material/arrow_back:", on_click=move, args=(-1,), disabled=k == 1)
     c[1].button(
-        "Next", key=keys.LESSON_NEXT, icon=":material/arrow_forward:", on_click=move, args=(1,), disabled=k == len(LESSON)
+        _("Next"), key=keys.LESSON_NEXT, icon=":material/arrow_forward:", on_click=move, args=(1,), disabled=k == len(LESSON)
     )
-    c[2].progress(k / len(LESSON), text=f"Step {k} of {len(LESSON)}")
+    c[2].progress(k / len(LESSON), text=_("Step {step} of {n}").format(step=k, n=len(LESSON)))
     with c[3]:
         presenter_toggle()
     cfg = ctx.cfg
     numbers = dict(
         V=cfg.vocab_size, VT=cfg.n_logits, D=cfg.d_model, H=cfg.n_heads, Dh=cfg.d_head, LE=cfg.n_enc_layers, LD=cfg.n_dec_layers
     )
-    st.subheader(f"{k} · {step.title}")
-    st.markdown(step.text.format(**numbers))
+    st.subheader(f"{k} · {i18n._(step.title)}")  # the lesson's text is marked N_ in ui/lesson_text.py
+    st.markdown(i18n._(step.text).format(**numbers))
     if step.equation:
         st.latex(step.equation)
     DRAW[step.key](ctx)

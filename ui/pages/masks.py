@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis.records import Analysis, attention_view
+from i18n import _
 from model.facts import KIND_NAMES, KINDS
 from model.settings import Interventions
 from ui import keys, state
@@ -22,57 +23,59 @@ def controls(ctx: state.Ctx) -> Interventions:
     c1, c2, c3 = st.columns(3)
     with c1:
         hide = st.multiselect(
-            "Hide source tokens",
+            _("Hide source tokens"),
             list(range(S)),
             format_func=src_labels.get,
             key=keys.HIDE,
-            help="No query may attend to them (encoder self-attention and cross-attention). They are still encoded.",
+            help=_("No query may attend to them (encoder self-attention and cross-attention). They are still encoded."),
         )
-        st.caption("Acts on: encoder self-attention and cross-attention (hidden tokens are no query's key).")
+        st.caption(_("Acts on: encoder self-attention and cross-attention (hidden tokens are no query's key)."))
         causal = st.toggle(
-            "Causal mask in the decoder",
+            _("Causal mask in the decoder"),
             True,
             key=keys.CAUSAL,
-            help="Off: every decoder position may read later ones too, which the model never saw in training.",
+            help=_("Off: every decoder position may read later ones too, which the model never saw in training."),
         )
         st.caption(
-            "Acts on: decoder self-attention. Off, each step's pass lets every prefix token read the others; the maps "
-            "show each step's own pass, so step t still sees only the tokens written before it."
+            _(
+                "Acts on: decoder self-attention. Off, each step's pass lets every prefix token read the others; the "
+                "maps show each step's own pass, so step t still sees only the tokens written before it."
+            )
         )
-        use_pe = st.toggle("Positional encoding", True, key=keys.USE_PE)
-        st.caption("Acts on: the encoder's and the decoder's input (embedding + PE, section 3.5).")
+        use_pe = st.toggle(_("Positional encoding"), True, key=keys.USE_PE)
+        st.caption(_("Acts on: the encoder's and the decoder's input (embedding + PE, section 3.5)."))
     with c2:
         window = st.slider(
-            "Local window (self-attention)",
+            _("Local window (self-attention)"),
             0,
             max(S, len(analysis.tgt_in_tokens)),  # a window this wide hides nothing
             0,
             key=keys.WINDOW,
-            help="0 = off. Otherwise a query sees only keys with |query − key| < window: 1 = only itself.",
+            help=_("0 = off. Otherwise a query sees only keys with |query − key| < window: 1 = only itself."),
         )
-        st.caption("Acts on: encoder and decoder self-attention, every layer; not cross-attention.")
+        st.caption(_("Acts on: encoder and decoder self-attention, every layer; not cross-attention."))
         temp = st.slider(
-            "Attention temperature τ",
+            _("Attention temperature τ"),
             0.25,
             4.0,
             1.0,
             0.05,
             key=keys.ATTN_TEMP,
-            help="softmax(QKᵀ / (√d_head · τ)): τ > 1 flattens, τ < 1 sharpens.",
+            help=_("softmax(QKᵀ / (√d_head · τ)): τ > 1 flattens, τ < 1 sharpens."),
         )
-        st.caption("Acts on: all three kinds (encoder self-, decoder self- and cross-attention), every layer and head.")
+        st.caption(_("Acts on: all three kinds (encoder self-, decoder self- and cross-attention), every layer and head."))
     with c3:
         ablate = []
         for kind in KINDS:
             opts = [(l, h) for l in range(n_layers_of(cfg, kind)) for h in range(cfg.n_heads)]
             picked = st.multiselect(
-                f"Switch off heads: {KIND_NAMES[kind].lower()}",
+                _("Switch off heads: {kind}").format(kind=_(KIND_NAMES[kind])),
                 opts,
                 format_func=lambda o: f"L{o[0] + 1} H{o[1] + 1}",
                 key=keys.ablate(kind),
             )
             ablate += [(kind, l, h) for l, h in picked]
-        st.caption("Acts on: the chosen heads only; their output becomes 0 before W^O.")
+        st.caption(_("Acts on: the chosen heads only; their output becomes 0 before W^O."))
     return Interventions(
         src_hidden=frozenset(hide),
         causal=causal,
@@ -91,27 +94,32 @@ def render(ctx: state.Ctx) -> None:
     )
     if len(interventions.src_hidden) == len(analysis.source.tokens):
         st.warning(
-            "Every source token is hidden: queries over the source have nothing to attend to, so their attention rows are all 0."
+            _(
+                "Every source token is hidden: queries over the source have nothing to attend to, so their attention "
+                "rows are all 0."
+            )
         )
     if interventions == state.NO_INTERVENTIONS:
-        st.info("Change a setting above to see its effect. Before and after are the same for now.")
+        st.info(_("Change a setting above to see its effect. Before and after are the same for now."))
 
     after = ctx.under(interventions)
     before_marks, after_marks = diff_marks(analysis.tgt_out_tokens, after.tgt_out_tokens)
     b1, b2 = st.columns(2)
     with b1:
-        st.markdown("**Before** (the unchanged model)")
+        st.markdown(_("**Before** (the unchanged model)"))
         text_box(analysis.translation)
         chips(analysis.tgt_out_tokens, before_marks)
     with b2:
-        st.markdown("**After**")
+        st.markdown(_("**After**"))
         text_box(after.translation)
         chips(after.tgt_out_tokens, after_marks)
         if not after.finished:
-            st.warning("With this change the output ran to the token budget without <eos>: it is cut short here.")
+            st.warning(_("With this change the output ran to the token budget without <eos>: it is cut short here."))
     same = analysis.tgt_in_tokens == after.tgt_in_tokens
     st.caption(
-        "Output unchanged." if same else "Yellow: pieces that changed or are new. Red, struck out: pieces that were dropped."
+        _("Output unchanged.")
+        if same
+        else _("Yellow: pieces that changed or are new. Red, struck out: pieces that were dropped.")
     )
 
     mask_maps(ctx, interventions, after, same)
@@ -121,7 +129,9 @@ def render(ctx: state.Ctx) -> None:
 def mask_maps(ctx: state.Ctx, interventions: Interventions, after: Analysis, same: bool) -> None:
     """Before / after maps of one kind, layer and head, and their difference."""
     analysis = ctx.analysis
-    kind = st.radio("Attention kind", KINDS, format_func=KIND_NAMES.get, key=keys.MASK_KIND, horizontal=True, index=2)
+    kind = st.radio(
+        _("Attention kind"), KINDS, format_func=lambda k: _(KIND_NAMES[k]), key=keys.MASK_KIND, horizontal=True, index=2
+    )
     layer, head = pick_layer_head(n_layers_of(ctx.cfg, kind), ctx.cfg.n_heads)
     after_all = after.view(kind)  # every layer and head, with the cells the interventions hid
     before, after_map = analysis.view(kind).map(layer, head), after_all.map(layer, head)
@@ -129,52 +139,67 @@ def mask_maps(ctx: state.Ctx, interventions: Interventions, after: Analysis, sam
     label = head_label(layer, head)
     c1, c2 = st.columns(2)
     with c1:
-        show(va.attention_heatmap(before, title=f"Before: {label}"), "mask_before", csv=MapCsv.of(before))
+        show(va.attention_heatmap(before, title=_("Before: {label}").format(label=label)), "mask_before", csv=MapCsv.of(before))
     if interventions == state.NO_INTERVENTIONS:
         # nothing changed yet: After would be Before again and the difference all 0. Two charts fewer for a class
         # that opens the page together (bench/README.md, 8i)
-        c2.caption("After a change, the changed model's map appears here and the difference (after − before) below.")
+        c2.caption(_("After a change, the changed model's map appears here and the difference (after − before) below."))
         return
     with c2:
-        show(va.attention_heatmap(after_map, title=f"After: {label}"), "mask_after", csv=MapCsv.of(after_map))
+        show(
+            va.attention_heatmap(after_map, title=_("After: {label}").format(label=label)), "mask_after", csv=MapCsv.of(after_map)
+        )
     off = sum((layer, h) in after_all.ablated for h in range(ctx.cfg.n_heads))  # heads of this layer switched off
     if head_off:
         st.caption(
-            "This head is switched off: its output is replaced by zeros before W^O, so what it would attend to no longer matters."
+            _(
+                "This head is switched off: its output is replaced by zeros before W^O, so what it would attend to no "
+                "longer matters."
+            )
         )
     elif head is None and off == ctx.cfg.n_heads:
         st.info(
-            f"Every head of layer {layer + 1} is switched off: the attention output is zero, so there is no map to show "
-            "(grey: switched off); the difference below is 0 − before."
+            _(
+                "Every head of layer {layer} is switched off: the attention output is zero, so there is no map to show "
+                "(grey: switched off); the difference below is 0 − before."
+            ).format(layer=layer + 1)
         )
     elif head is None and off:
-        st.caption(f"The mean is over the {ctx.cfg.n_heads - off} heads still on: the {off} switched off are left out.")
+        st.caption(
+            _("The mean is over the {on} heads still on: the {off} switched off are left out.").format(
+                on=ctx.cfg.n_heads - off, off=off
+            )
+        )
 
-    st.markdown("**Difference** (after − before)")
+    st.markdown(_("**Difference** (after − before)"))
     d1, d2 = st.columns(2)
     with d2:
-        st.caption("Red: the query attends more to this key after the change; blue: less; white: no change.")
+        st.caption(_("Red: the query attends more to this key after the change; blue: less; white: no change."))
         if not same:
             st.info(
-                "The output changed, so row t is a different query before and after and the two maps cannot be "
-                "subtracted row by row. The difference shown feeds the original output to the changed model instead "
-                "(teacher forcing: step t is given the original tokens before t, in its own pass), so the rows line up again."
+                _(
+                    "The output changed, so row t is a different query before and after and the two maps cannot be "
+                    "subtracted row by row. The difference shown feeds the original output to the changed model instead "
+                    "(teacher forcing: step t is given the original tokens before t, in its own pass), so the rows line "
+                    "up again."
+                )
             )
     with d1:
         if same:
-            changed, title = after_map, f"After − before: {KIND_NAMES[kind]}, {label}"
+            changed = after_map
+            title = _("After − before: {kind}, {label}").format(kind=_(KIND_NAMES[kind]), label=label)
         else:
             tf = state.run_forced_original(ctx.path, ctx.text, ctx.settings, interventions, None)
             forced = attention_view(
                 tf, kind, src=analysis.source.tokens, tgt_in=analysis.tgt_in_tokens, tgt_out=analysis.tgt_out_tokens
             )
             changed = forced.map(layer, head)  # the original output's rows, under the changed model
-            title = f"Changed model on the original output − before: {label}"
+            title = _("Changed model on the original output − before: {label}").format(label=label)
         diff = MapCsv(changed.w - before.w, before.q_tokens, before.k_tokens, before.predicted)
         show(va.difference_heatmap(before, changed, title=title), "mask_diff", csv=diff)
 
-    if st.toggle("After: every layer and head of this kind", key=keys.MASK_MOSAIC_ON):
-        show(va.attention_mosaic(after_all, title=f"After: {KIND_NAMES[kind]}"), "mask_mosaic")
+    if st.toggle(_("After: every layer and head of this kind"), key=keys.MASK_MOSAIC_ON):
+        show(va.attention_mosaic(after_all, title=_("After: {label}").format(label=_(KIND_NAMES[kind]))), "mask_mosaic")
 
 
 def page(frame: state.Frame) -> None:

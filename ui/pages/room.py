@@ -14,17 +14,20 @@ import pandas as pd
 import segno
 import streamlit as st
 
+from analysis.exercises import EXERCISE_KINDS, TITLES
 from classroom import codes
 from classroom.store import RoomError
+from i18n import N_, _
 from model.settings import Interventions
-from ui import keys, room, state
+from ui import exercises, keys, room, state
 from ui.widgets import head_label, md_escape
 from viz import tokens as vt
 
-ASK = {
-    "next": "Which word comes next?",
-    "source": "Which source word does this head read most?",
-    "mask": "Does the translation change if we hide a word?",
+ASK = {  # translated where shown
+    "next": N_("Which word comes next?"),
+    "source": N_("Which source word does this head read most?"),
+    "mask": N_("Does the translation change if we hide a word?"),
+    "exercise": N_("An exercise: one step of the forward pass, graded"),
 }
 
 
@@ -58,7 +61,7 @@ def question_next(ctx: state.Ctx) -> tuple[str, list[str], dict]:
     cands = s.candidates[:8]
     options = unique(vt.display([c[0] for c in cands]))
     prefix = "".join(vt.display(s.prefix_tokens[1:])).replace("▁", " ").strip()
-    prompt = f"Which word comes next after «{prefix}»?" if prefix else "Which word comes first?"
+    prompt = _("Which word comes next after «{prefix}»?").format(prefix=prefix) if prefix else _("Which word comes first?")
     return prompt, options, {"probs": [round(float(c[2]), 4) for c in cands], "best": options[0], "step": t}
 
 
@@ -74,7 +77,9 @@ def question_source(ctx: state.Ctx) -> tuple[str, list[str], dict]:
     options = unique(vt.display(view.k_tokens))
     token = vt.display([ctx.analysis.tgt_out_tokens[t]])[0]
     weights = [round(float(x), 4) for x in w[t]]
-    prompt = f"Which source word does {head_label(layer, head)} (cross-attention) read most when writing «{token}»?"
+    prompt = _("Which source word does {head} (cross-attention) read most when writing «{token}»?").format(
+        head=head_label(layer, head), token=token
+    )
     return prompt, options, {"weights": weights, "best": options[int(np.argmax(w[t]))]}
 
 
@@ -82,26 +87,35 @@ def question_mask(ctx: state.Ctx, hide: int) -> tuple[str, list[str], dict]:
     """ "Does the translation change if we hide «…»?" (the Mask lab's hidden source token)."""
     word = vt.display([ctx.analysis.source.tokens[hide]])[0]
     after = ctx.under(Interventions(src_hidden=frozenset({hide}))).translation
-    answer = "yes" if after != ctx.analysis.translation else "no"
-    prompt = f"Does the translation change if we hide «{word}» from the model (Mask lab)?"
-    return prompt, ["yes", "no"], {"answer": answer, "before": ctx.analysis.translation, "after": after, "best": answer}
+    yes, no = _("yes"), _("no")  # in the teacher's language, as the whole question
+    answer = yes if after != ctx.analysis.translation else no
+    prompt = _("Does the translation change if we hide «{word}» from the model (Mask lab)?").format(word=word)
+    return prompt, [yes, no], {"answer": answer, "before": ctx.analysis.translation, "after": after, "best": answer}
 
 
 def ask_form(m: room.Membership, ctx: state.Ctx) -> None:
     """The teacher's questions, built from the current view (step, layer, head of the page the class is on)."""
-    st.subheader("Ask the class")
+    st.subheader(_("Ask the class"))
     st.caption(
-        "Built from what the class sees now: the decoding step, layer and head of your last page. Answers come in live "
-        "above every page; “Reveal” shows the model's own answer beside them."
+        _(
+            "Built from what the class sees now: the decoding step, layer and head of your last page. Answers come in "
+            "live above every page; “Reveal” shows the model's own answer beside them (for an exercise: the share of "
+            "the class that got it right and the most common mistake)."
+        )
     )
-    kind = st.radio("Question", list(ASK), format_func=ASK.get, key=keys.ROOM_ASK_KIND)
-    hide = 0
+    kind = st.radio(_("Question"), list(ASK), format_func=lambda k: _(ASK[k]), key=keys.ROOM_ASK_KIND)
+    hide, exercise = 0, EXERCISE_KINDS[0]
     if kind == "mask":
         src = vt.display(ctx.analysis.source.tokens)
         hide = st.selectbox(
-            "Hide the source token", range(len(src) - 1), format_func=lambda i: f"{i}: {src[i]}", key=keys.ROOM_ASK_HIDE
+            _("Hide the source token"), range(len(src) - 1), format_func=lambda i: f"{i}: {src[i]}", key=keys.ROOM_ASK_HIDE
         )
-    if st.button("Ask", key=keys.ROOM_ASK, type="primary", icon=":material/help:"):
+    if kind == "exercise":
+        exercise = st.selectbox(_("Exercise"), EXERCISE_KINDS, format_func=lambda k: _(TITLES[k]), key=keys.ROOM_ASK_EXERCISE)
+    if st.button(_("Send to the class"), key=keys.ROOM_ASK, type="primary", icon=":material/help:"):
+        if kind == "exercise":
+            send_exercise(m, exercises.build(exercise, ctx))
+            return
         prompt, options, truth = {
             "next": lambda: question_next(ctx),
             "source": lambda: question_source(ctx),
@@ -110,52 +124,62 @@ def ask_form(m: room.Membership, ctx: state.Ctx) -> None:
         try:
             room.store().ask(m.code, m.secret, kind, prompt, options, truth)
         except RoomError as e:
-            st.warning(str(e))
+            st.warning(room.say(e))
         else:
             st.rerun()  # the question above the page, at once
+
+
+def send_exercise(m: room.Membership, ex) -> None:
+    """Send exercise ``ex`` (``analysis.exercises.Exercise``) to the room: every screen shows it above the page."""
+    try:
+        room.store().ask(m.code, m.secret, "exercise", ex.title, [], ex.to_dict())
+    except RoomError as e:
+        st.warning(room.say(e))
+    else:
+        st.rerun()
 
 
 def teacher(m: room.Membership, frame: state.Frame) -> None:
     join_link, teacher_link = links(m)
     c1, c2 = st.columns([3, 2])
     with c1:
-        st.caption("Join code")
+        st.caption(_("Join code"))
         st.html('<div style="font: 700 6rem/1.1 monospace; letter-spacing: .15em">' + html.escape(m.code) + "</div>")
-        st.caption("Students open this link (or type the code on the Room page):")
+        st.caption(_("Students open this link (or type the code on the Room page):"))
         st.code(join_link, language=None)
-        with st.expander("Your teacher link (to take control from another device: never show it to the class)"):
+        with st.expander(_("Your teacher link (to take control from another device: never show it to the class)")):
             st.code(teacher_link, language=None)
     with c2:
         buf = io.BytesIO()
         segno.make(join_link, error="m").save(buf, kind="png", scale=12, border=2)
-        st.image(buf.getvalue(), width=420, caption="Scan to join")
+        st.image(buf.getvalue(), width=420, caption=_("Scan to join"))
     if (ctx := state.page_context(frame)) is not None:
         ask_form(m, ctx)
     questions = room.store().questions(m.code)
     if questions:
         st.download_button(
-            "Export questions and answers (CSV)",
+            _("Export questions and answers (CSV)"),
             data=lambda: room.export_csv(m),
             file_name=f"class-{m.code}.csv",
             mime="text/csv",
             on_click="ignore",
         )
         for q in reversed(questions[:-1] if questions[-1].id == (room.store().room(m.code).current or 0) else questions):
-            with st.expander(f"Question {q.id}: {q.prompt}"):
+            with st.expander(_("Question {n}: {prompt}").format(n=q.id, prompt=q.prompt)):
                 room.results(m, q)
 
 
 def preview(ctx: state.Ctx) -> None:
     """Before a class: the questions this view would ask, with the model's answers (a table and its CSV)."""
-    st.subheader("Questions you can ask about this view")
+    st.subheader(_("Questions you can ask about this view"))
     rows = []
     for build in (question_next, question_source, lambda c: question_mask(c, 0)):
         prompt, options, truth = build(ctx)
-        rows.append({"question": prompt, "options": " | ".join(options), "model's answer": truth["best"]})
+        rows.append({_("question"): prompt, _("options"): " | ".join(options), _("model's answer"): truth["best"]})
     table = pd.DataFrame(rows)
     st.dataframe(table, hide_index=True)
     st.download_button(
-        "Download these questions (CSV)",
+        _("Download these questions (CSV)"),
         data=table.to_csv(index=False),
         file_name="room-questions.csv",
         mime="text/csv",
@@ -165,9 +189,9 @@ def preview(ctx: state.Ctx) -> None:
 
 
 def join_form() -> None:
-    st.subheader("Join a class")
-    code = st.text_input("Join code", key=keys.ROOM_JOIN_CODE, max_chars=12, placeholder="e.g. K7QM2X")
-    if st.button("Join", key=keys.ROOM_JOIN, disabled=not code) and room.join(code):
+    st.subheader(_("Join a class"))
+    code = st.text_input(_("Join code"), key=keys.ROOM_JOIN_CODE, max_chars=12, placeholder=_("e.g. K7QM2X"))
+    if st.button(_("Join"), key=keys.ROOM_JOIN, disabled=not code) and room.join(code):
         st.rerun()
 
 
@@ -176,10 +200,12 @@ def page(frame: state.Frame) -> None:
     m = room.membership()
     if m is None:
         st.markdown(
-            "Teach the class, not 60 separate screens: start a class, show the code or QR on the projector, and every "
-            "student's app follows what yours shows. Students are anonymous (a nickname is optional)."
+            _(
+                "Teach the class, not 60 separate screens: start a class, show the code or QR on the projector, and "
+                "every student's app follows what yours shows. Students are anonymous (a nickname is optional)."
+            )
         )
-        if st.button("Start a class", key=keys.ROOM_START, type="primary", icon=":material/co_present:"):
+        if st.button(_("Start a class"), key=keys.ROOM_START, type="primary", icon=":material/co_present:"):
             view = room.current_view(st.session_state.get(keys.ROOM_LAST_PAGE, "attention"))
             if room.start(view) is not None:
                 st.rerun()
@@ -192,5 +218,11 @@ def page(frame: state.Frame) -> None:
     if m.teacher:
         teacher(m, frame)
     else:
-        st.markdown(f"You are in class **{md_escape(m.code)}**. The teacher leads; questions appear above the page.")
-        st.caption(f"Your anonymous seat: {codes.clean_text(m.seat, 6)}… (kept in your link, so a reload keeps your answers)")
+        st.markdown(
+            _("You are in class **{code}**. The teacher leads; questions appear above the page.").format(code=md_escape(m.code))
+        )
+        st.caption(
+            _("Your anonymous seat: {seat}… (kept in your link, so a reload keeps your answers)").format(
+                seat=codes.clean_text(m.seat, 6)
+            )
+        )

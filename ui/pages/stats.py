@@ -7,6 +7,7 @@ from functools import partial
 
 import streamlit as st
 
+from i18n import _
 from model.facts import KIND_NAMES
 from ui import state
 from ui.widgets import download, show
@@ -15,8 +16,10 @@ from viz import stats as vst
 
 def render(ctx: state.Ctx) -> None:
     df, roll = state.run_head_stats(ctx.path, ctx.text, ctx.settings)
-    st.caption("Click a column header to sort. Layer and head count from 1.")
-    shown = df.assign(kind=df["kind"].map(KIND_NAMES)) if "kind" in df else df  # the CSV keeps the short keys
+    st.caption(_("Click a column header to sort. Layer and head count from 1."))
+    shown = (
+        df.assign(kind=df["kind"].map(lambda k: _(KIND_NAMES.get(k, k)))) if "kind" in df else df
+    )  # the CSV keeps the short keys
     st.dataframe(
         shown,
         width="stretch",
@@ -28,10 +31,13 @@ def render(ctx: state.Ctx) -> None:
             for c in df.columns
         },
     )
-    download("Table (CSV)", partial(df.to_csv, index=False), "head-statistics.csv", "text/csv")
-    st.subheader("Attention rollout (encoder)")
+    download(_("Table (CSV)"), partial(df.to_csv, index=False), "head-statistics.csv", "text/csv")
+    st.subheader(_("Attention rollout (encoder)"))
     st.caption(
-        "Rollout of layer l: Â = ½·I + ½·mean over heads of A, rows renormalised, multiplied from layer 1 to l. Row i: how much each source token contributes to encoder output i, through all layers."
+        _(
+            "Rollout of layer l: Â = ½·I + ½·mean over heads of A, rows renormalised, multiplied from layer 1 to l. Row i: "
+            "how much each source token contributes to encoder output i, through all layers."
+        )
     )
     show(vst.rollout_figure(roll, ctx.analysis.source.tokens), "rollout")
 

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis.records import attention_view, trace_view
+from i18n import _
 from model.facts import InputError
 from ui import keys, state
 from ui.widgets import (
@@ -34,14 +35,14 @@ PLAY_SECONDS = 0.9  # one decoding step per tick while "Play" runs
 
 def render(ctx: state.Ctx) -> None:
     if ctx.settings.method == "beam":
-        st.info("Beam search has no single next token, so stepping follows greedy choices here; the beam tree is below.")
+        st.info(_("Beam search has no single next token, so stepping follows greedy choices here; the beam tree is below."))
     st.session_state[keys.FULL_RUN] = True  # the fragment advances "Play" only on its own timed reruns
     playing = st.session_state.get(keys.PLAYING, False)
     st.fragment(run_every=PLAY_SECONDS if playing else None)(steps_fragment)(ctx)
-    st.markdown("**Encoder self-attention** (the same at every step: the source is encoded once)")
-    show(va.attention_mosaic(ctx.analysis.view("enc_self"), title="Encoder self-attention: layer × head"), "steps_enc")
+    st.markdown(_("**Encoder self-attention** (the same at every step: the source is encoded once)"))
+    show(va.attention_mosaic(ctx.analysis.view("enc_self"), title=_("Encoder self-attention: layer × head")), "steps_enc")
     if ctx.analysis.beam:
-        st.subheader("Beam search tree")
+        st.subheader(_("Beam search tree"))
         show(vs.beam_tree(ctx.analysis.beam), "steps_beam_tree")
     reference_section(ctx)
 
@@ -123,11 +124,11 @@ def advance_play(n: int) -> None:
 def step_controls(n: int) -> int:
     """Previous / next / play buttons and the step slider; returns the step counted from 0."""
     c = st.columns([1.3, 1.1, 1.1, 6], vertical_alignment="bottom")
-    c[0].button("Previous", key=keys.PREV, icon=":material/skip_previous:", on_click=move_step, args=(-1, n), width="stretch")
-    c[1].button("Next", key=keys.NEXT, icon=":material/skip_next:", on_click=move_step, args=(1, n), width="stretch")
+    c[0].button(_("Previous"), key=keys.PREV, icon=":material/skip_previous:", on_click=move_step, args=(-1, n), width="stretch")
+    c[1].button(_("Next"), key=keys.NEXT, icon=":material/skip_next:", on_click=move_step, args=(1, n), width="stretch")
     playing = st.session_state.get(keys.PLAYING, False)
     c[2].button(
-        "Pause" if playing else "Play",
+        _("Pause") if playing else _("Play"),
         key=keys.PLAY,
         icon=":material/pause:" if playing else ":material/play_arrow:",
         on_click=toggle_play,
@@ -137,8 +138,10 @@ def step_controls(n: int) -> int:
     start_from_url(keys.STEP, 1, n)  # a link's ?step=99 opens the last step
     with c[3]:
         if n > 1:  # a select_slider keeps its identity (and value) when the number of steps changes; st.slider would not
-            return st.select_slider("Step", list(range(1, n + 1)), key=keys.STEP, bind="query-params", on_change=stop_playing) - 1
-        st.caption("Step 1 of 1: the model ended at once.")
+            return (
+                st.select_slider(_("Step"), list(range(1, n + 1)), key=keys.STEP, bind="query-params", on_change=stop_playing) - 1
+            )
+        st.caption(_("Step 1 of 1: the model ended at once."))
         return 0
 
 
@@ -154,12 +157,12 @@ def steps_fragment(ctx: state.Ctx) -> None:
 
     left, right = st.columns([2, 3])
     with left:
-        st.markdown(f"**Step {t + 1} of {n}**: output so far, and the piece chosen now")
+        st.markdown(_("**Step {step} of {n}**: output so far, and the piece chosen now").format(step=t + 1, n=n))
         marks = [""] + ["forced" if s.forced else "" for s in trace[:t]] + ["forced" if v.forced else "new"]
         chips(v.prefix_tokens + [v.chosen_token], marks, css="output-so-far")
         if forced:
-            st.caption("Purple: tokens you forced. Green: the piece chosen at this step.")
-        title = f"Top {len(v.candidates)} next pieces" + (" (you forced another one)" if v.forced else "")
+            st.caption(_("Purple: tokens you forced. Green: the piece chosen at this step."))
+        title = _("Top {n} next pieces").format(n=len(v.candidates)) + (" " + _("(you forced another one)") if v.forced else "")
         prefix = tuple(s.chosen for s in trace[:t])
         show(
             vs.candidates_bar(v, title=title),
@@ -169,41 +172,43 @@ def steps_fragment(ctx: state.Ctx) -> None:
         options = [c[1] for c in v.candidates if c[1] != v.chosen]
         labels = {c[1]: f"{vt.display([c[0]])[0]}  (p = {c[2]:.3f})" for c in v.candidates}
         st.selectbox(
-            "Force another candidate at this step (or click its bar)",
+            _("Force another candidate at this step (or click its bar)"),
             options,
             index=None,
             format_func=labels.get,
-            placeholder="Pick a piece and decoding goes on from there…",
+            placeholder=_("Pick a piece and decoding goes on from there…"),
             key=keys.FORCE_PICK,
             on_change=force_from_pick,
             args=(ctx, prefix),
         )
         if forced:
             st.button(
-                "Back to the model's own choices", key=keys.UNFORCE, on_click=lambda: st.session_state.pop(keys.FORCED, None)
+                _("Back to the model's own choices"), key=keys.UNFORCE, on_click=lambda: st.session_state.pop(keys.FORCED, None)
             )
     with right:
         which = head_label(layer, head)
         row = f"{vt.display([v.prefix_tokens[-1]])[0]} → {vt.display([v.chosen_token])[0]}"
-        heads = [f"head {h + 1}" for h in range(ctx.cfg.n_heads)]
+        heads = [_("head {head}").format(head=h + 1) for h in range(ctx.cfg.n_heads)]
         for name, attn, keys_shown, key_title in (
-            ("cross", v.cross_attn[layer], ctx.analysis.source.tokens, "source token"),  # (H, S)
-            ("self", v.self_attn[layer], v.prefix_tokens, "output so far"),  # (H, t + 1)
+            ("cross", v.cross_attn[layer], ctx.analysis.source.tokens, _("source token")),  # (H, S)
+            ("self", v.self_attn[layer], v.prefix_tokens, _("output so far")),  # (H, t + 1)
         ):
             w = attn if head is None else attn[head]  # every head (and their mean) or one head
             what = (
-                "Cross-attention of the new query over the source"
+                _("Cross-attention of the new query over the source")
                 if name == "cross"
-                else "Causal self-attention of the new query over the output so far"
+                else _("Causal self-attention of the new query over the output so far")
             )
             fig = vs.step_attention(w, keys_shown, title=f"{what}, {which}", query=row, layer=layer, key_title=key_title)
             show(fig, f"step_{name}", csv=MapCsv(np.atleast_2d(w), heads if head is None else [row], keys_shown))
 
     if st.toggle(
-        "Every layer and head so far",
+        _("Every layer and head so far"),
         key=keys.STEPS_ALL_HEADS,
-        help="Cross-attention and causal self-attention of every layer and head up to this step (the last row is this "
-        "step's query). Two more charts: each step move redraws a little slower.",
+        help=_(
+            "Cross-attention and causal self-attention of every layer and head up to this step (the last row is this "
+            "step's query). Two more charts: each step move redraws a little slower."
+        ),
     ):
         mosaics_so_far(ctx, trace, t)
     if st.session_state.pop(keys.APP_RERUN, False):
@@ -214,8 +219,8 @@ def mosaics_so_far(ctx: state.Ctx, trace: list, t: int) -> None:
     """Cross- and causal self-attention of every layer and head for the steps up to ``t``."""
     steps, src = trace[: t + 1], ctx.analysis.source.tokens  # row i: the query at step i
     # Full width, one under the other: with few rows so far, half a page is too narrow for the tiles' labels.
-    show(va.attention_mosaic(trace_view(steps, "cross", src), title="Cross-attention"), "steps_cross_mosaic")
-    fig = va.attention_mosaic(trace_view(steps, "dec_self", src), title="Decoder causal self-attention")
+    show(va.attention_mosaic(trace_view(steps, "cross", src), title=_("Cross-attention")), "steps_cross_mosaic")
+    fig = va.attention_mosaic(trace_view(steps, "dec_self", src), title=_("Decoder causal self-attention"))
     show(fig, "steps_self_mosaic")
 
 
@@ -223,12 +228,16 @@ def mosaics_so_far(ctx: state.Ctx, trace: list, t: int) -> None:
 
 
 def reference_section(ctx: state.Ctx) -> None:
-    st.subheader("Compare with a reference")
+    st.subheader(_("Compare with a reference"))
     st.caption(
-        "Type a reference translation: it is fed to the decoder whatever the model would have chosen (teacher forcing, "
-        "as in training). Compare its cross-attention with the model's own free-running output."
+        _(
+            "Type a reference translation: it is fed to the decoder whatever the model would have chosen (teacher "
+            "forcing, as in training). Compare its cross-attention with the model's own free-running output."
+        )
     )
-    ref = st.text_input("Reference translation", key=keys.REFERENCE, placeholder="e.g. Ein Hund springt über einen grünen Zaun.")
+    ref = st.text_input(
+        _("Reference translation"), key=keys.REFERENCE, placeholder=_("e.g. Ein Hund springt über einen grünen Zaun.")
+    )
     if ref.strip():
         reference_fragment(ctx, ref)
 
@@ -238,30 +247,33 @@ def reference_fragment(ctx: state.Ctx, ref: str) -> None:
     try:
         maps, tgt_in, tgt_out = state.run_reference(ctx.path, ctx.text, ctx.settings, ref)
     except InputError as e:
-        st.error(str(e))
+        st.error(_(str(e)))  # a fixed message (analysis.analyze), in ui.catalog.SHOWN_ELSEWHERE
         return
     eos = ctx.loaded.tokenizer.piece_text(ctx.cfg.eos_id)
     if len(tgt_out) == ctx.cfg.max_len and tgt_out[-1] != eos:  # shift_right cut it to the decoder's length
-        st.warning(f"The reference is longer than the decoder reads: only its first {len(tgt_out)} pieces are compared.")
+        st.warning(
+            _("The reference is longer than the decoder reads: only its first {n} pieces are compared.").format(n=len(tgt_out))
+        )
     analysis, src = ctx.analysis, ctx.analysis.source.tokens
     c = st.columns(2)
     with c[0]:
-        layer = slider_or_fixed("Layer ", 1, ctx.cfg.n_dec_layers, key=keys.REF_LAYER, value=ctx.cfg.n_dec_layers) - 1
+        layer = slider_or_fixed(_("Layer") + " ", 1, ctx.cfg.n_dec_layers, key=keys.REF_LAYER, value=ctx.cfg.n_dec_layers) - 1
     with c[1]:
-        head = head_slider("Head ", ctx.cfg.n_heads, key=keys.REF_HEAD)
+        head = head_slider(_("Head") + " ", ctx.cfg.n_heads, key=keys.REF_HEAD)
     c1, c2 = st.columns(2)
     reference = attention_view(maps, "cross", src=src, tgt_in=tgt_in, tgt_out=tgt_out)
     for col, view, name, key in (
-        (c1, analysis.view("cross"), "Free-running (model's own output)", "ref_free"),
-        (c2, reference, "Teacher-forced reference", "ref_forced"),
+        (c1, analysis.view("cross"), _("Free-running (model's own output)"), "ref_free"),
+        (c2, reference, _("Teacher-forced reference"), "ref_forced"),
     ):
         one = view.map(layer, head)
         with col:
             show(va.attention_heatmap(one, title=f"{name}, {head_label(layer, head)}"), key, csv=MapCsv.of(one))
     p = np.asarray(maps.next_probs, dtype=np.float64)  # (T,): one typed column each, so Arrow takes the table as it is
-    probs = pd.DataFrame({"reference piece": pd.Series(vt.display(tgt_out), dtype="string"), "model's probability": p})
-    st.caption(f"How likely the model finds each reference piece (mean {float(p.mean()):.3f}):")
-    st.dataframe(probs, width="stretch", height=min(table_height(probs), 400), column_config={"model's probability": PROBABILITY})
+    piece, probability = _("reference piece"), _("model's probability")
+    probs = pd.DataFrame({piece: pd.Series(vt.display(tgt_out), dtype="string"), probability: p})
+    st.caption(_("How likely the model finds each reference piece (mean {mean:.3f}):").format(mean=float(p.mean())))
+    st.dataframe(probs, width="stretch", height=min(table_height(probs), 400), column_config={probability: PROBABILITY})
 
 
 def page(frame: state.Frame) -> None:
