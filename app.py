@@ -137,7 +137,7 @@ def sidebar() -> tuple[str, Loaded, state.ModelFacts, DecodeSettings]:
     path = state.model_path(name)
     facts = state.model_facts(path)
     if facts.limits:
-        sb.caption(facts.limits)
+        sb.caption(_(facts.limits))  # a shipped model's card line is in the catalogue (ui.catalog.SHOWN_ELSEWHERE)
     cfg = loaded.model.cfg
     numbers = [
         _("device **{device}**").format(device=loaded.device),

@@ -35,30 +35,32 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from analysis.records import HeadTrace, Stage, StepView
+from i18n import N_, _
 from model.facts import KIND_NAMES, REASON_NAMES
 
 EXERCISE_KINDS = ("scale", "mask", "softmax", "weighted_sum", "next_token", "positional", "shape")
 TITLES = {
-    "scale": "Scale the scores",
-    "mask": "Which keys are masked, and why",
-    "softmax": "Softmax: the attention weights",
-    "weighted_sum": "The weighted sum of the values",
-    "next_token": "The next token's probability",
-    "positional": "One positional-encoding value",
-    "shape": "The shape of a tensor",
+    "scale": N_("Scale the scores"),
+    "mask": N_("Which keys are masked, and why"),
+    "softmax": N_("Softmax: the attention weights"),
+    "weighted_sum": N_("The weighted sum of the values"),
+    "next_token": N_("The next token's probability"),
+    "positional": N_("One positional-encoding value"),
+    "shape": N_("The shape of a tensor"),
 }
-"""Display title of each exercise kind."""
+"""Display title of each exercise kind (English, marked ``N_``: shown through ``_()``; ``Exercise.title`` keeps it)."""
 
 TOLERANCE = 0.01
 """Absolute tolerance of each number of a numeric answer: 2 decimals are enough."""
 MASK_REASONS = ("future", "padding", "hidden", "window")
 """Why a key can be masked: the causal mask, a padding key, a hidden source token, outside the local window."""
 REASON_LABELS = {
-    "future": "causal mask (a later token)",
-    "padding": "padding (<pad>, not part of the sentence)",
-    "hidden": "hidden source token",
-    "window": "outside the local window",
+    "future": N_("causal mask (a later token)"),
+    "padding": N_("padding (<pad>, not part of the sentence)"),
+    "hidden": N_("hidden source token"),
+    "window": N_("outside the local window"),
 }
+"""What each reason of ``MASK_REASONS`` is called (English, marked ``N_``: shown through ``_()``)."""
 SHOWN_KEYS = 5  # keys of the scale exercise: a few minutes with a calculator
 SHOWN_LOGITS = 5  # candidates of the next-token exercise
 LOGIT_TOP = 10.0  # the largest logit shown (the softmax does not change when one number is added to every logit)
@@ -144,35 +146,36 @@ class Feedback:
 
 
 MISTAKES = {
-    "no_sqrt": "You forgot to divide by √d_head.",
-    "divided_by_d_head": "You divided by d_head instead of its square root √d_head.",
-    "times_sqrt": "You multiplied by √d_head instead of dividing.",
-    "no_temperature": "You forgot the temperature τ.",
-    "times_temperature": "You multiplied by the temperature τ instead of dividing by it.",
-    "all_keys": "Your softmax included the masked keys: they must get weight 0.",
-    "wrong_axis": "You normalised down the column (over queries) instead of along the query's row (over keys).",
-    "no_exp": "You normalised by the sum without taking e^x first.",
-    "argmax": "You took the argmax (all weight on the largest) instead of the weighted sum / the softmax.",
-    "unweighted_mean": "You averaged the values without the weights.",
-    "plain_sum": "You added the values without multiplying by the weights.",
-    "sin_cos_swapped": "You mixed up sin and cos (even and odd dimensions).",
-    "degrees": "Your calculator was in degrees: the angle pos / 10000^(2i/d_model) is in radians.",
-    "exponent_index": "You put the dimension number in the exponent instead of 2i (i: the index of the sin/cos pair).",
-    "exponent_2dim": "You used twice the dimension number in the exponent: 2i counts pairs, i is the pair's index.",
-    "future_unmasked": "You left the future unmasked: the causal mask hides every key after the query.",
-    "masked_self": "You masked the query's own position: the causal mask allows j ≤ i, itself included.",
-    "swapped": "Rows and columns are swapped.",
-    "padding_unmasked": "You left the padding unmasked: <pad> keys are not part of the sentence.",
-    "hidden_unmasked": "You left a hidden source token unmasked.",
-    "window_unmasked": "You forgot the local window.",
-    "window_off_by_one": "The window is one too wide: a key is inside only when |i − j| < window.",
-    "wrong_reason": "The right keys, but not every reason is right.",
-    "no_batch": "You left out the batch dimension B.",
-    "heads_not_split": "The heads are not split: per head the last dimension is d_head, with n_heads as its own axis.",
-    "d_model_for_d_head": "You used d_model where the width of one head, d_head = d_model / n_heads, belongs.",
-    "source_target": "You mixed up the source length S and the decoder's length T.",
+    "no_sqrt": N_("You forgot to divide by √d_head."),
+    "divided_by_d_head": N_("You divided by d_head instead of its square root √d_head."),
+    "times_sqrt": N_("You multiplied by √d_head instead of dividing."),
+    "no_temperature": N_("You forgot the temperature τ."),
+    "times_temperature": N_("You multiplied by the temperature τ instead of dividing by it."),
+    "all_keys": N_("Your softmax included the masked keys: they must get weight 0."),
+    "wrong_axis": N_("You normalised down the column (over queries) instead of along the query's row (over keys)."),
+    "no_exp": N_("You normalised by the sum without taking e^x first."),
+    "argmax": N_("You took the argmax (all weight on the largest) instead of the weighted sum / the softmax."),
+    "unweighted_mean": N_("You averaged the values without the weights."),
+    "plain_sum": N_("You added the values without multiplying by the weights."),
+    "sin_cos_swapped": N_("You mixed up sin and cos (even and odd dimensions)."),
+    "degrees": N_("Your calculator was in degrees: the angle pos / 10000^(2i/d_model) is in radians."),
+    "exponent_index": N_("You put the dimension number in the exponent instead of 2i (i: the index of the sin/cos pair)."),
+    "exponent_2dim": N_("You used twice the dimension number in the exponent: 2i counts pairs, i is the pair's index."),
+    "future_unmasked": N_("You left the future unmasked: the causal mask hides every key after the query."),
+    "masked_self": N_("You masked the query's own position: the causal mask allows j ≤ i, itself included."),
+    "swapped": N_("Rows and columns are swapped."),
+    "padding_unmasked": N_("You left the padding unmasked: <pad> keys are not part of the sentence."),
+    "hidden_unmasked": N_("You left a hidden source token unmasked."),
+    "window_unmasked": N_("You forgot the local window."),
+    "window_off_by_one": N_("The window is one too wide: a key is inside only when |i − j| < window."),
+    "wrong_reason": N_("The right keys, but not every reason is right."),
+    "no_batch": N_("You left out the batch dimension B."),
+    "heads_not_split": N_("The heads are not split: per head the last dimension is d_head, with n_heads as its own axis."),
+    "d_model_for_d_head": N_("You used d_model where the width of one head, d_head = d_model / n_heads, belongs."),
+    "source_target": N_("You mixed up the source length S and the decoder's length T."),
 }
-"""Named mistake code -> what the feedback says it is."""
+"""Named mistake code -> what the feedback says it is (English, marked ``N_``: ``grade`` and the pages pass it through
+``_()``; the codes are identifiers and stay as they are)."""
 
 
 # -- rounding and parsing ---------------------------------------------------------------------------------------------
@@ -194,7 +197,11 @@ def parse_numbers(answer, n: int) -> list[float]:
     if isinstance(answer, str):
         text = answer.strip().strip("[]()")
         if not text:
-            raise AnswerError(f"The answer is empty: type {n} number{'s' * (n != 1)}.")
+            raise AnswerError(
+                (_("The answer is empty: type {n} number.") if n == 1 else _("The answer is empty: type {n} numbers.")).format(
+                    n=n
+                )
+            )
         parts = [p for p in re.split(r"[;\s]+", text) if p]
         if len(parts) != n or "." in text:
             parts = [p for p in re.split(r"[,;\s]+", text) if p]
@@ -205,16 +212,20 @@ def parse_numbers(answer, n: int) -> list[float]:
             try:
                 values.append(float(p.replace("−", "-")))
             except ValueError:
-                raise AnswerError(f"“{p[:20]}” is not a number: type numbers only, like 0.25.") from None
+                raise AnswerError(_("“{text}” is not a number: type numbers only, like 0.25.").format(text=p[:20])) from None
     else:
         try:
             values = [float(v) for v in np.atleast_1d(np.asarray(answer, dtype=object))]
         except (TypeError, ValueError):
-            raise AnswerError("The answer must be numbers.") from None
+            raise AnswerError(_("The answer must be numbers.")) from None
     if not all(math.isfinite(v) for v in values):
-        raise AnswerError("The answer has NaN or infinity: every number must be finite.")
+        raise AnswerError(_("The answer has NaN or infinity: every number must be finite."))
     if len(values) != n:
-        raise AnswerError(f"Expected {n} number{'s' * (n != 1)}, got {len(values)}.")
+        raise AnswerError(
+            (_("Expected {n} number, got {got}.") if n == 1 else _("Expected {n} numbers, got {got}.")).format(
+                n=n, got=len(values)
+            )
+        )
     return values
 
 
@@ -227,15 +238,15 @@ def parse_shape(answer) -> list[int]:
     if isinstance(answer, str):
         parts = [p for p in re.split(r"[\s,x×*]+", answer.strip().strip("[]()").lower()) if p]
         if not parts:
-            raise AnswerError("The answer is empty: type the shape, like [1, 7, 256].")
+            raise AnswerError(_("The answer is empty: type the shape, like [1, 7, 256]."))
     else:
         parts = list(answer)
     try:
         dims = [int(p) for p in parts]
     except (TypeError, ValueError):
-        raise AnswerError("A shape is whole numbers, like [1, 7, 256] (use the numbers of this input, not letters).") from None
+        raise AnswerError(_("A shape is whole numbers, like [1, 7, 256] (use the numbers of this input, not letters).")) from None
     if any(d <= 0 for d in dims) or any(float(p) != int(p) for p in parts if not isinstance(p, str)):
-        raise AnswerError("Every size of a shape is a whole number of at least 1.")
+        raise AnswerError(_("Every size of a shape is a whole number of at least 1."))
     return dims
 
 
@@ -246,17 +257,19 @@ def parse_mask(answer, n_keys: int) -> dict[str, set[int]]:
         AnswerError: for something else, an unknown reason, or a key position out of range.
     """
     if not isinstance(answer, Mapping):
-        raise AnswerError("Pick the masked keys for each reason.")
+        raise AnswerError(_("Pick the masked keys for each reason."))
     out = {}
     for reason, picked in answer.items():
         if reason not in MASK_REASONS:
-            raise AnswerError(f"Unknown reason {reason!r}: one of {', '.join(MASK_REASONS)}.")
+            raise AnswerError(
+                _("Unknown reason {reason}: one of {reasons}.").format(reason=repr(reason), reasons=", ".join(MASK_REASONS))
+            )
         try:
             got = {int(j) for j in picked}
         except (TypeError, ValueError):
-            raise AnswerError("Key positions are whole numbers.") from None
+            raise AnswerError(_("Key positions are whole numbers.")) from None
         if any(not 0 <= j < n_keys for j in got):
-            raise AnswerError(f"Key positions go from 0 to {n_keys - 1}.")
+            raise AnswerError(_("Key positions go from 0 to {last}.").format(last=n_keys - 1))
         out[reason] = got
     return out
 
@@ -286,7 +299,9 @@ def _key_labels(tokens: Sequence[str]) -> list[str]:
 
 
 def _where(t: HeadTrace) -> str:
-    return f"{KIND_NAMES[t.kind]}, layer {t.layer + 1}, head {t.head + 1}, query {t.query}: “{shown(t.q_tokens[t.query])}”"
+    return _("{kind}, layer {l}, head {h}, query {q}: “{token}”").format(
+        kind=_(KIND_NAMES[t.kind]), l=t.layer + 1, h=t.head + 1, q=t.query, token=shown(t.q_tokens[t.query])
+    )
 
 
 def _trace_source(t: HeadTrace, source: Mapping | None) -> dict:
@@ -305,11 +320,11 @@ def scale_exercise(t: HeadTrace, *, keys: Sequence[int] | None = None, source: M
     if not keys or any(not 0 <= j < n_keys for j in keys):
         raise ValueError(f"keys must be positions 0 .. {n_keys - 1}, got {list(keys)}")
     labels = [_key_labels(t.k_tokens)[j] for j in keys]
-    tau = f" and the temperature τ = {t.temperature:g}" if t.temperature != 1 else ""
-    prompt = (
-        f"{_where(t)}. The raw scores q·k_j of {len(keys)} keys are below. Scale them as eq. 1 does, with "
-        f"d_head = {t.d_head}{tau}: type the {len(keys)} scaled scores in the order of the table."
-    )
+    tau = _(" and the temperature τ = {tau}").format(tau=f"{t.temperature:g}") if t.temperature != 1 else ""
+    prompt = _(
+        "{where}. The raw scores q·k_j of {n} keys are below. Scale them as eq. 1 does, with "
+        "d_head = {d_head}{tau}: type the {n} scaled scores in the order of the table."
+    ).format(where=_where(t), n=len(keys), d_head=t.d_head, tau=tau)
     return Exercise(
         "scale",
         TITLES["scale"],
@@ -346,15 +361,21 @@ def mask_exercise(
     if not 0 <= query < len(q_tokens):
         raise ValueError(f"query {query} is out of range: {len(q_tokens)} queries (count from 0)")
     keys = [*k_tokens, *["<pad>"] * int(padding)]
-    rules = [f"the causal mask is {'on' if causal else 'off'}"] if attention == "dec_self" else []
-    rules += [f"a local window of {window} (a key is inside when |i − j| < {window})"] if window and attention != "cross" else []
+    rules = [_("the causal mask is on") if causal else _("the causal mask is off")] if attention == "dec_self" else []
+    if window and attention != "cross":
+        rules += [_("a local window of {window} (a key is inside when |i − j| < {window})").format(window=window)]
     hid = sorted(j for j in hidden if 0 <= j < len(k_tokens)) if attention != "dec_self" else []
-    rules += [f"hidden source tokens at {', '.join(map(str, hid))}"] if hid else []
-    rules += [f"the sentence is padded with {padding} <pad> keys (a batch with a longer sentence)"] if padding else []
-    prompt = (
-        f"{KIND_NAMES[attention]}, query {query}: “{shown(q_tokens[query])}”. Settings: "
-        + ("; ".join(rules) if rules else "no mask is set")
-        + ". Which keys may this query not read? Pick each masked key under its reason (one reason is enough)."
+    rules += [_("hidden source tokens at {positions}").format(positions=", ".join(map(str, hid)))] if hid else []
+    if padding:
+        rules += [_("the sentence is padded with {n} <pad> keys (a batch with a longer sentence)").format(n=padding)]
+    prompt = _(
+        "{kind}, query {q}: “{token}”. Settings: {settings}. Which keys may this query not read? Pick each masked key "
+        "under its reason (one reason is enough)."
+    ).format(
+        kind=_(KIND_NAMES[attention]),
+        q=query,
+        token=shown(q_tokens[query]),
+        settings="; ".join(rules) if rules else _("no mask is set"),
     )
     labels = _key_labels(keys)
     return Exercise(
@@ -395,15 +416,17 @@ def softmax_exercise(t: HeadTrace, *, others: Sequence[HeadTrace] = (), source: 
         if o.kind == t.kind and o.layer == t.layer and o.head == t.head and o.query != t.query and o.k_tokens == t.k_tokens:
             rows.append(o.query)
             table[f"row of query {o.query}"] = [None if m else v for m, v in zip(o.mask, r2(o.scaled), strict=True)]
-    prompt = (
-        f"{_where(t)}. Below: this query's scaled scores q·k_j / (√d_head · τ) for every key, and which keys are masked"
-        + (
-            f"; and, for comparison, the rows of queries {', '.join(map(str, rows))} of the same score matrix (−∞: masked)"
-            if rows
-            else ""
+    others_text = (
+        _("; and, for comparison, the rows of queries {queries} of the same score matrix (−∞: masked)").format(
+            queries=", ".join(map(str, rows))
         )
-        + f". Type this query's {len(labels)} attention weights, in the order of the keys (0 for a masked key)."
+        if rows
+        else ""
     )
+    prompt = _(
+        "{where}. Below: this query's scaled scores q·k_j / (√d_head · τ) for every key, and which keys are masked"
+        "{others}. Type this query's {n} attention weights, in the order of the keys (0 for a masked key)."
+    ).format(where=_where(t), others=others_text, n=len(labels))
     return Exercise("softmax", TITLES["softmax"], prompt, table, {"rows": rows}, labels, TOLERANCE, _trace_source(t, source))
 
 
@@ -420,10 +443,10 @@ def weighted_sum_exercise(t: HeadTrace, *, dims: Sequence[int] | None = None, so
     table = {"key": labels, "w_j": r2(t.weights)}
     for d in dims:
         table[f"v_j[{d}]"] = r2(t.v[:, d])
-    prompt = (
-        f"{_where(t)}. Below: the attention weights w_j and two columns of the values V (dimensions {dims[0]} and "
-        f"{dims[1]} of d_head = {t.d_head}). Type the head's output in these two dimensions, Σ_j w_j v_j."
-    )
+    prompt = _(
+        "{where}. Below: the attention weights w_j and two columns of the values V (dimensions {d0} and "
+        "{d1} of d_head = {d_head}). Type the head's output in these two dimensions, Σ_j w_j v_j."
+    ).format(where=_where(t), d0=dims[0], d1=dims[1], d_head=t.d_head)
     asked = [f"output[{d}]" for d in dims]
     return Exercise(
         "weighted_sum", TITLES["weighted_sum"], prompt, table, {"dims": list(dims)}, asked, TOLERANCE, _trace_source(t, source)
@@ -450,11 +473,11 @@ def next_token_exercise(
         raise ValueError(f"asked must be 0 .. {len(cands) - 1}, got {asked}")
     logp = np.log(np.maximum([p for _tok, _id, p in cands], 1e-30))
     pieces = [shown(piece) for piece, _id, _p in cands]
-    prompt = (
-        f"Decoding step {step.t + 1}: the decoder's logits for its {len(cands)} most probable next pieces (the model's, "
-        f"less one common constant: that changes no probability). Keep only these pieces, as top-k sampling with k = "
-        f"{len(cands)} does, and use the temperature τ = {temperature:g}: what is the probability of “{pieces[asked]}”?"
-    )
+    prompt = _(
+        "Decoding step {step}: the decoder's logits for its {n} most probable next pieces (the model's, "
+        "less one common constant: that changes no probability). Keep only these pieces, as top-k sampling with k = "
+        "{n} does, and use the temperature τ = {tau}: what is the probability of “{piece}”?"
+    ).format(step=step.t + 1, n=len(cands), tau=f"{temperature:g}", piece=pieces[asked])
     return Exercise(
         "next_token",
         TITLES["next_token"],
@@ -480,15 +503,15 @@ def positional_exercise(
             f"need pos ≥ 0, 0 ≤ dim < d_model = {d_model} and layout interleaved or halves; got {pos}, {dim}, {layout!r}"
         )
     where = (
-        "sines on the even dimensions 2i, cosines on the odd ones 2i+1 (the paper)"
+        _("sines on the even dimensions 2i, cosines on the odd ones 2i+1 (the paper)")
         if layout == "interleaved"
-        else f"sines on dimensions i = 0 .. {d_model // 2 - 1}, cosines on d_model/2 + i"
+        else _("sines on dimensions i = 0 .. {last}, cosines on d_model/2 + i").format(last=d_model // 2 - 1)
     )
-    prompt = (
-        f"This model's positional encoding (section 3.5) has d_model = {d_model}, {where}: "
-        f"PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)). "
-        f"What is the value at position {pos}, dimension {dim} (counting from 0)?"
-    )
+    prompt = _(
+        "This model's positional encoding (section 3.5) has d_model = {d_model}, {where}: "
+        "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)). "
+        "What is the value at position {pos}, dimension {dim} (counting from 0)?"
+    ).format(d_model=d_model, where=where, pos=pos, dim=dim)
     return Exercise(
         "positional",
         TITLES["positional"],
@@ -519,10 +542,10 @@ def shape_exercise(stage: Stage, sizes: Mapping[str, int], *, source: Mapping | 
     ``sizes``: the input's and model's numbers by ``SIZE_NAMES`` (B, S, T, d_model, ...), shown to the student.
     """
     shown = {k: int(v) for k, v in sizes.items() if k in SIZE_NAMES}
-    prompt = (
-        f"This input and model: {', '.join(f'{k} = {v}' for k, v in shown.items())}. What is the shape of the tensor "
-        f"“{stage.name}” in one forward pass over this sentence? Type it like [1, 7, 256]."
-    )
+    prompt = _(
+        "This input and model: {sizes}. What is the shape of the tensor "
+        "“{stage}” in one forward pass over this sentence? Type it like [1, 7, 256]."
+    ).format(sizes=", ".join(f"{k} = {v}" for k, v in shown.items()), stage=stage.name)
     return Exercise(
         "shape",
         TITLES["shape"],
@@ -716,21 +739,37 @@ def fix_step(ex: Exercise) -> str:
     p = ex.params
     if ex.kind == "scale":
         tau = f" · τ = √{p['d_head']} · {p['temperature']:g}" if p["temperature"] != 1 else ""
-        return f"Divide each q·k_j by √d_head{tau} = {_fmt(math.sqrt(p['d_head']) * p['temperature'])}."
+        return _("Divide each q·k_j by √d_head{tau} = {divisor}.").format(
+            tau=tau, divisor=_fmt(math.sqrt(p["d_head"]) * p["temperature"])
+        )
     if ex.kind == "mask":
-        return (
+        return _(
             "Go through the keys one by one: in decoder self-attention every key j > i is future; a <pad> key is "
             "padding; a hidden source token is hidden; with a window, a key with |i − j| ≥ window is outside it."
         )
     if ex.kind == "softmax":
-        return "Along the query's row: drop the masked keys, take e^x of each remaining score, divide each by their sum; masked keys get 0."
+        return _(
+            "Along the query's row: drop the masked keys, take e^x of each remaining score, divide each by their sum; "
+            "masked keys get 0."
+        )
     if ex.kind == "weighted_sum":
-        return "For each dimension: multiply each key's weight w_j by its value v_j in that dimension, and add the products over all keys."
+        return _(
+            "For each dimension: multiply each key's weight w_j by its value v_j in that dimension, and add the products "
+            "over all keys."
+        )
     if ex.kind == "next_token":
-        return f"Divide every logit by τ = {p['temperature']:g}, take e^x of each, and divide the asked one by their sum."
+        return _("Divide every logit by τ = {tau}, take e^x of each, and divide the asked one by their sum.").format(
+            tau=f"{p['temperature']:g}"
+        )
     if ex.kind == "positional":
-        return "Find the pair index i, compute the angle pos / 10000^(2i/d_model) in radians, then sin for a sine dimension, cos for a cosine one."
-    return "Read the tensor's axes from the data flow: batch B first, then positions (S for the source, T for the decoder), then the width."
+        return _(
+            "Find the pair index i, compute the angle pos / 10000^(2i/d_model) in radians, then sin for a sine dimension, "
+            "cos for a cosine one."
+        )
+    return _(
+        "Read the tensor's axes from the data flow: batch B first, then positions (S for the source, T for the decoder), "
+        "then the width."
+    )
 
 
 def worked_solution(ex: Exercise) -> str:
@@ -741,25 +780,30 @@ def worked_solution(ex: Exercise) -> str:
         lines = [
             f"- {lab}: {s:g} / {_fmt(div)} = **{_fmt(v)}**" for lab, s, v in zip(ex.labels, ex.table["q·k_j"], right, strict=True)
         ]
-        return f"Divide by √{p['d_head']} · τ = {_fmt(div)}:\n" + "\n".join(lines)
+        return _("Divide by √{d_head} · τ = {divisor}:").format(d_head=p["d_head"], divisor=_fmt(div)) + "\n" + "\n".join(lines)
     if ex.kind == "mask":
         reasons = key_reasons(ex)
         lines = [
-            f"- {ex.labels[j]}: " + " and ".join(REASON_LABELS[r] for r in sorted(why)) for j, why in enumerate(reasons) if why
+            f"- {ex.labels[j]}: " + _(" and ").join(_(REASON_LABELS[r]) for r in sorted(why))
+            for j, why in enumerate(reasons)
+            if why
         ]
-        return "Masked keys:\n" + ("\n".join(lines) if lines else "- none: this query may read every key.")
+        return _("Masked keys:") + "\n" + ("\n".join(lines) if lines else "- " + _("none: this query may read every key."))
     if ex.kind == "softmax":
         x, masked = _col(ex, "scaled score"), _masked(ex)
         keep = ~masked
         if not keep.any():
-            return "Every key is masked: every weight is 0."
+            return _("Every key is masked: every weight is 0.")
         e = np.exp(x[keep] - x[keep].max())
         lines = [
-            f"- {lab}: " + ("masked → **0**" if m else f"e^({s:g} − {x[keep].max():g}) / Σ = **{_fmt(v)}**")
+            f"- {lab}: " + (_("masked → **0**") if m else f"e^({s:g} − {x[keep].max():g}) / Σ = **{_fmt(v)}**")
             for lab, s, m, v in zip(ex.labels, x, masked, right, strict=True)
         ]
         return (
-            f"Subtract the largest allowed score ({x[keep].max():g}) so e^x stays small; Σ e^x over the allowed keys = {_fmt(e.sum())}.\n"
+            _("Subtract the largest allowed score ({top}) so e^x stays small; Σ e^x over the allowed keys = {total}.").format(
+                top=f"{x[keep].max():g}", total=_fmt(e.sum())
+            )
+            + "\n"
             + "\n".join(lines)
         )
     if ex.kind == "weighted_sum":
@@ -772,22 +816,27 @@ def worked_solution(ex: Exercise) -> str:
     if ex.kind == "next_token":
         z, tau = _col(ex, "logit"), p["temperature"]
         e = np.exp((z - z.max()) / tau)
-        return (
-            f"z / τ = {', '.join(_fmt(v) for v in z / tau)}; e^(z/τ − max) = {', '.join(_fmt(v) for v in e)}; "
-            f"their sum {_fmt(e.sum())}; P = {_fmt(e[p['asked']])} / {_fmt(e.sum())} = **{_fmt(right[0])}**."
+        return _("z / τ = {scaled}; e^(z/τ − max) = {exps}; their sum {total}; P = {asked} / {total} = **{p}**.").format(
+            scaled=", ".join(_fmt(v) for v in z / tau),
+            exps=", ".join(_fmt(v) for v in e),
+            total=_fmt(e.sum()),
+            asked=_fmt(e[p["asked"]]),
+            p=_fmt(right[0]),
         )
     if ex.kind == "positional":
         D, dim, pos = p["d_model"], p["dim"], p["pos"]
         pair = dim // 2 if p["layout"] == "interleaved" else dim % (D // 2)
         fn = "sin" if (dim % 2 == 0 if p["layout"] == "interleaved" else dim < D // 2) else "cos"
         angle = pos / 10000 ** (2 * pair / D)
-        return (
-            f"Dimension {dim} is a {'sine' if fn == 'sin' else 'cosine'} with i = {pair}: angle = {pos} / 10000^({2 * pair}/{D}) "
-            f"= {_fmt(angle)} radians; {fn}({_fmt(angle)}) = **{_fmt(right[0])}**."
+        wave = (
+            _("Dimension {dim} is a sine with i = {pair}") if fn == "sin" else _("Dimension {dim} is a cosine with i = {pair}")
+        ).format(dim=dim, pair=pair)
+        return wave + _(": angle = {pos} / 10000^({two_i}/{D}) = {angle} radians; {fn}({angle}) = **{value}**.").format(
+            pos=pos, two_i=2 * pair, D=D, angle=_fmt(angle), fn=fn, value=_fmt(right[0])
         )
     letters = p["letters"]
     named = f" ({' x '.join(letters)})" if letters else ""
-    return f"“{p['stage']}” is **[{', '.join(map(str, right))}]**{named}."
+    return _("“{stage}” is **[{shape}]**{named}.").format(stage=p["stage"], shape=", ".join(map(str, right)), named=named)
 
 
 def grade(ex: Exercise, answer) -> Feedback:
@@ -815,24 +864,28 @@ def grade(ex: Exercise, answer) -> Feedback:
             reasons = key_reasons(ex)
             bad = sorted(j for r, js in given.items() for j in js if r not in reasons[j])
             if not bad:
-                return Feedback(True, None, "Right: exactly these keys are masked, for these reasons.", None, solution)
+                return Feedback(True, None, _("Right: exactly these keys are masked, for these reasons."), None, solution)
             which = ", ".join(ex.labels[j] for j in dict.fromkeys(bad))
-            return Feedback(False, "wrong_reason", f"{MISTAKES['wrong_reason']} Check: {which}.", fix_step(ex), solution)
+            said = MISTAKES["wrong_reason"]
+            message = _("{mistake} Check: {keys}.").format(mistake=_(said), keys=which)
+            return Feedback(False, "wrong_reason", message, fix_step(ex), solution)
         match = next((code for code, keys in wrong.items() if picked == keys), None)
     elif ex.kind == "shape":
         if given == right:
-            return Feedback(True, None, "Right.", None, solution)
+            return Feedback(True, None, _("Right."), None, solution)
         match = next((code for code, shape in wrong.items() if given == shape), None)
         if match is None and sorted(given) == sorted(right):
             match = "swapped"
     else:
         tol = ex.tolerance + 1e-9
         if np.max(np.abs(np.asarray(given) - np.asarray(right))) <= tol:
-            return Feedback(True, None, f"Right (each number within ±{ex.tolerance:g}).", None, solution)
+            return Feedback(
+                True, None, _("Right (each number within ±{tolerance}).").format(tolerance=f"{ex.tolerance:g}"), None, solution
+            )
         match = next((code for code, v in wrong.items() if np.max(np.abs(np.asarray(given) - np.asarray(v))) <= tol), None)
     if match is None:
-        return Feedback(False, "other", "Not quite, and not one of the usual slips. " + fix_step(ex), None, solution)
-    return Feedback(False, match, MISTAKES[match], fix_step(ex), solution)
+        return Feedback(False, "other", _("Not quite, and not one of the usual slips.") + " " + fix_step(ex), None, solution)
+    return Feedback(False, match, _(MISTAKES[match]), fix_step(ex), solution)
 
 
 # -- a class's answers (a teacher's room) -------------------------------------------------------------------------------

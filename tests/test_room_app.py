@@ -198,3 +198,16 @@ def test_a_german_session_sees_the_room_in_german(store):
 
     wrong = app("translate", room="ZZZZZ9" if code != "ZZZZZ9" else "ZZZZZ8", lang="de")
     assert any(w.value.startswith("Keine Klasse hat diesen Code") for w in wrong.warning), "the store's refusal, in German"
+
+
+def test_plotly_serialises_with_the_pinned_orjson():
+    """Every chart of every student's page is serialised by plotly: with orjson installed (requirements.txt pins it)
+    plotly's "auto" engine takes it, several times faster than the json module on the arrays of a figure."""
+    import importlib.metadata
+
+    import plotly.io as pio
+
+    pin = next(line for line in (ROOT / "requirements.txt").read_text().splitlines() if line.startswith("orjson=="))
+    assert pin == f"orjson=={importlib.metadata.version('orjson')}", "the installed orjson is the pinned one"
+    assert pio.json.config.default_engine in ("auto", "orjson")
+    assert pio.json.to_json_plotly({"a": 1}, engine="orjson") == '{"a":1}', "plotly finds orjson"

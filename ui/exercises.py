@@ -36,10 +36,9 @@ from analysis.exercises import (
     weighted_sum_exercise,
 )
 from analysis.records import HeadTrace
-from i18n import _
+from i18n import N_, _
 from model.settings import Interventions
 from ui import keys, state
-from ui.catalog import N_
 from ui.widgets import download, md_escape, table_height
 
 HEAD_KINDS = ("scale", "mask", "softmax", "weighted_sum")  # the exercises of one head's trace (/head)
@@ -128,7 +127,7 @@ def show(ex: Exercise, place: str) -> bool:
     st.session_state[f"{base}_exercise"] = ex.to_dict()  # what a room (or a test) grades against
     st.markdown(_("**Your turn: {title}.**").format(title=_(ex.title)) + " " + md_escape(ex.prompt))
     if ex.kind != "mask" or len(ex.labels) > 0:
-        df = pd.DataFrame(ex.table)
+        df = _shown_table(ex)
         st.dataframe(df, hide_index=True, height=min(table_height(df), 420))
     with st.container(horizontal=True, gap="small"):
         download(_("Inputs (CSV)"), ex.csv, f"exercise-{place}-{ex.kind}.csv", "text/csv")
@@ -161,6 +160,40 @@ def show(ex: Exercise, place: str) -> bool:
         st.markdown(_md(grade(ex, "").solution))
         st.session_state[done_key] = True
     return bool(st.session_state.get(done_key))
+
+
+# the exercise tables' column names (identifiers the grader reads, kept in English in ``Exercise.table`` and its CSV) and
+# the words in their cells, as shown on the page
+TABLE_WORDS = {
+    "key": N_("key"),
+    "scaled score": N_("scaled score"),
+    "masked": N_("masked"),
+    "piece": N_("piece"),
+    "logit": N_("logit"),
+    "dimension": N_("dimension"),
+    "name": N_("name"),
+    "size": N_("size"),
+    "future": N_("future"),
+    "hidden": N_("hidden"),
+    "window": N_("window"),
+    "ablated": N_("ablated"),
+    "not yet written": N_("not yet written"),
+}
+
+
+def _shown_table(ex: Exercise) -> pd.DataFrame:
+    """``ex.table`` as the page shows it: column names and the words in its cells in the session's language."""
+    df = pd.DataFrame(ex.table)
+    if "masked" in df:
+        df["masked"] = [_(TABLE_WORDS[v]) if v in TABLE_WORDS else v for v in df["masked"]]
+    row = re.compile(r"row of query (\d+)")
+
+    def header(name: str) -> str:
+        if m := row.fullmatch(name):
+            return _("row of query {q}").format(q=m.group(1))
+        return _(TABLE_WORDS[name]) if name in TABLE_WORDS else name
+
+    return df.rename(columns=header)
 
 
 def _md(text: str) -> str:
@@ -326,7 +359,8 @@ def head_turn(ctx: state.Ctx, t: HeadTrace, interventions: Interventions) -> Tur
     )
     if not on:
         return None
-    kind = c2.selectbox(_("Step"), HEAD_KINDS, format_func=lambda k: _(TITLES[k]), key=keys.HEAD_TURN_STEP)
+    titles = {k: _(TITLES[k]) for k in HEAD_KINDS}
+    kind = c2.selectbox(_("Step"), HEAD_KINDS, format_func=titles.get, key=keys.HEAD_TURN_STEP)
     return Turn(from_trace(kind, ctx, t, interventions), "head")
 
 

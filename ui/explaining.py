@@ -55,14 +55,13 @@ def pick_contrast(e: Explanation) -> int | None:
     """Contrastive mode: another of the step's candidates y′ (compact id), or None for log p(y) alone."""
     options = [None] + [i for _piece, i, _p in e.candidates if i != e.target_id]
     names = {i: (t, p) for t, i, p in e.candidates}
+    no_contrast = _("(no contrast: explain log p(y))")  # translated in this run, not when the widget formats later
     if st.session_state.get(keys.CONTRAST) not in options:  # a choice made for another token
         st.session_state[keys.CONTRAST] = None
     return st.selectbox(
         _("Why ‘{word}’ and not …?").format(word=vt.display([e.target])[0]),
         options,
-        format_func=lambda i: (
-            _("(no contrast: explain log p(y))") if i is None else f"‘{vt.display([names[i][0]])[0]}’ (p = {names[i][1]:.3f})"
-        ),
+        format_func=lambda i: no_contrast if i is None else f"‘{vt.display([names[i][0]])[0]}’ (p = {names[i][1]:.3f})",
         key=keys.CONTRAST,
         help=_(
             "Contrastive mode (Yin & Neubig 2022): the gradients then explain log p(y) − log p(y′), which source "

@@ -179,6 +179,13 @@ def token_table(tok, ids: list[int], *, target: bool = False, probability=None) 
     return pd.DataFrame(columns)
 
 
+def token_columns() -> dict:
+    """``column_config`` of a ``token_table``: its column names shown in the session's language (the data, and so its
+    CSV, keeps the English names); the id columns keep the tokenizer's own names."""
+    probability = st.column_config.ProgressColumn(_("probability"), min_value=0.0, max_value=1.0, format="%.3f")
+    return {"piece": st.column_config.TextColumn(_("piece")), "probability": probability}
+
+
 def text_box(text: str) -> None:
     """A translation in large type (escaped)."""
     st.html(
@@ -233,8 +240,8 @@ def clamped_slider(label: str, n: int, *, key: str, param: str | None = None, **
 
 def head_slider(label: str, n_heads: int, *, key: str, **kw) -> int | None:
     """A head picker: "mean" or 1..n_heads; returns the head counted from 0, or None for the mean over heads."""
-    options = ["mean", *map(str, range(1, n_heads + 1))]
-    head = st.select_slider(label, options, value="mean", key=key, format_func=lambda h: _("mean") if h == "mean" else h, **kw)
+    # "mean" stays as it is: bound to the URL, a select slider writes the label shown (?head=mean in every language)
+    head = st.select_slider(label, ["mean", *map(str, range(1, n_heads + 1))], value="mean", key=key, **kw)
     return None if head == "mean" else int(head) - 1
 
 
@@ -266,8 +273,9 @@ def url_radio(label: str, options: dict[str, str], *, key: str, default: str, tr
     """
     if key not in st.session_state:
         st.session_state[key] = catalog.choice_key(options, st.query_params.get(key)) or default
-    show = (lambda k: _(options[k])) if translate else options.get
-    value = st.radio(label, list(options), format_func=show, key=key, **kw)
+    # labels translated now, in the session's run: a format_func that called _() later would not know the session
+    labels = {k: _(v) for k, v in options.items()} if translate else options
+    value = st.radio(label, list(options), format_func=labels.get, key=key, **kw)
     if value == default:
         st.query_params.pop(key, None)
     elif st.query_params.get(key) != value:

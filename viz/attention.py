@@ -202,6 +202,7 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
         raise ValueError(f"head_names has {len(head_names)} names but attn has {H} heads")
     reasons = check_reasons(view.reasons, Q, K)
     abl = check_ablated(view.ablated, L, H)
+    measure = _(view.measure)  # "weight" or "share": in the session's language
 
     # geometry: cell size from an assumed ~900 px plot width, gutter tall enough for the tile labels
     gap = gap_for(max(Q, K))
@@ -239,7 +240,7 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
             customdata=cd,
             coloraxis="coloraxis",
             hoverongaps=False,
-            hovertemplate=head + f"{esc(view.measure)} %{{z:.3f}}<extra></extra>",
+            hovertemplate=head + f"{esc(measure)} %{{z:.3f}}<extra></extra>",
             name="attention",
         )
     ]
@@ -286,7 +287,7 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
         shape=(Q, K),
         notes=[
             marks_legend(np.unique(why).tolist()),
-            _("colour: {measure} from 0 (light) to 1 (dark)").format(measure=view.measure),
+            _("colour: {measure} from 0 (light) to 1 (dark)").format(measure=measure),
         ],
     )
     xaxis, yaxis = heatmap_axes(lab.x_title, lab.y_title, xaxis_ticks, yaxis_ticks, zeroline=False)
@@ -296,7 +297,7 @@ def attention_mosaic(view: AttentionView, *, title: str | None = None) -> go.Fig
             colorscale=ATTENTION_COLORSCALE,
             cmin=0,
             cmax=1,
-            colorbar=dict(title=dict(text=esc(view.measure)), len=0.6, **COLORBAR),
+            colorbar=dict(title=dict(text=esc(measure)), len=0.6, **COLORBAR),
         ),
         annotations=annotations,
         shapes=[frames],
@@ -434,7 +435,7 @@ def attention_heatmap(view: MapView, *, title: str | None = None) -> go.Figure:
 
 # -- before / after ---------------------------------------------------------------------------------
 def difference_heatmap(
-    before: MapView, after: MapView, *, title: str | None = None, names: tuple[str, str] = ("before", "after")
+    before: MapView, after: MapView, *, title: str | None = None, names: tuple[str, str] = (N_("before"), N_("after"))
 ) -> go.Figure:
     """``after − before`` of one map, on a diverging scale centred on 0 (red: more attention after).
 
@@ -445,7 +446,8 @@ def difference_heatmap(
     Args:
         before, after: ``MapView`` of the same kind over the same tokens (e.g. without / with an
             intervention, the changed model teacher-forced on the original output).
-        names: what hover and colour bar call the two (e.g. ("A", "B") for two sentences).
+        names: what hover and colour bar call the two (e.g. ("A", "B") for two sentences); the default pair is
+            shown in the current language.
 
     Raises:
         ValueError: if the shapes differ (call it only when both runs have the same token
@@ -462,9 +464,10 @@ def difference_heatmap(
     check_kind(kind)
     Q, K = after_w.shape
     lab = _labels(kind, before.q_tokens, before.k_tokens, before.predicted, Q, K)
-    n0, n1 = (esc(n) for n in names)
+    default_names = names == ("before", "after")
+    n0, n1 = (esc(_(n) if default_names else n) for n in names)
     change = f"{n1} − {n0}"
-    more = _("after the change") if names == ("before", "after") else _("in {name}").format(name=n1)
+    more = _("after the change") if default_names else _("in {name}").format(name=n1)
     diff = (after_w - before_w).astype(np.float32)  # (Q, K)
     limit = max(float(np.abs(diff).max()) if diff.size else 0.0, 1e-6)
     cell = float(np.clip(640 / max(Q, K, 1), 12, 44))

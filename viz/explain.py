@@ -18,6 +18,8 @@ hover (their scores are exactly 0: no query may read them).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -73,6 +75,25 @@ MEANS = Translated(
     }
 )
 """What each method measures, in one line (the page's text and the figures' hover)."""
+METHOD_NAMES = Translated(
+    {
+        ATTENTION: N_("attention"),
+        NORM: N_("norm-weighted"),
+        ROLLOUT: N_("rollout"),
+        IG: N_("integrated gradients"),
+        GRAD_INPUT: N_("gradient × input"),
+    }
+)
+"""Each method's name as the figures show it (the records and ``layout.meta`` keep the English names)."""
+
+
+def _lens_name(name: str) -> str:
+    """A lens row's name (``LayerLens.dec_names``: "embeddings", "layer 2") in the current language."""
+    if name == "embeddings":
+        return _("embeddings")
+    if (m := re.fullmatch(r"layer (\d+)", name)) is not None:
+        return _("layer {l}").format(l=m.group(1))
+    return name
 
 
 def _check(e: Explanation) -> tuple[int, int, int]:
@@ -168,7 +189,7 @@ def methods_figure(e: Explanation, layer: int, head: int | None = None, *, title
     )
     cell = float(np.clip(760 / max(S, 1), 26, 60))
     x_ticks = dict(tickvals=list(range(S)), ticktext=tick, **tick_style(cell, rotate=True))
-    y_names = [f"{m} ({who})" if m in (ATTENTION, NORM) else m for m in names]
+    y_names = [f"{METHOD_NAMES.get(m, m)} ({who})" if m in (ATTENTION, NORM) else METHOD_NAMES.get(m, m) for m in names]
     y_ticks = dict(tickvals=list(range(len(names))), ticktext=[esc(n) for n in y_names])
     xaxis, yaxis = heatmap_axes(_("source token"), "", x_ticks, y_ticks, shape=(len(names), S), zeroline=False)
     yaxis["scaleanchor"] = None  # rows need not be square
@@ -288,7 +309,7 @@ def agreement_figure(e: Explanation, layer: int, head: int | None = None, *, tit
         hovertemplate="%{customdata}<extra></extra>",
         name="spearman",
     )
-    ticks = [esc(n) for n in names]
+    ticks = [esc(METHOD_NAMES.get(n, n)) for n in names]
     x_ticks = dict(tickvals=list(range(M)), ticktext=ticks, tickangle=-30)
     y_ticks = dict(tickvals=list(range(M)), ticktext=ticks)
     xaxis, yaxis = heatmap_axes("", "", x_ticks, y_ticks, shape=(M, M), zeroline=False)
@@ -353,7 +374,7 @@ def logit_lens_figure(lens: LayerLens, *, title: str | None = None) -> go.Figure
         name="logit lens",
     )
     x_ticks = dict(tickvals=list(range(T)), ticktext=cols, **tick_style(30, rotate=True))
-    y_ticks = dict(tickvals=list(range(R)), ticktext=[esc(n) for n in lens.dec_names])
+    y_ticks = dict(tickvals=list(range(R)), ticktext=[esc(_lens_name(n)) for n in lens.dec_names])
     xaxis, yaxis = heatmap_axes(
         _("output position (decoder input → the piece written)"), _("decoder"), x_ticks, y_ticks, shape=(R, T)
     )
@@ -381,7 +402,7 @@ def decoder_lens_table(lens: LayerLens) -> pd.DataFrame:
     final = lens.lens_texts[-1] if lens.lens_texts else ""
     return pd.DataFrame(
         {
-            _("decoder reads"): [_("encoder {name}").format(name=n) for n in lens.enc_names],
+            _("decoder reads"): [_("encoder {name}").format(name=_lens_name(n)) for n in lens.enc_names],
             _("translation"): lens.lens_texts,
             _("pieces"): [len(t) for t in lens.lens_tokens],
             _("ended with <eos>"): lens.lens_finished,

@@ -82,7 +82,7 @@ def pick_sentences(task: str) -> tuple[str, str]:
         _("Minimal pairs"),
         list(presets),
         index=None,
-        format_func=lambda k: _(presets[k].label),
+        format_func={k: _(p.label) for k, p in presets.items()}.get,
         key=keys.COMPARE_PICK,
         on_change=use_pair,
         args=(presets,),

@@ -19,7 +19,8 @@ from ui.widgets import table_height
 
 def render(ctx: state.Ctx) -> None:
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-    kind = c1.selectbox(_("Exercise"), EXERCISE_KINDS, format_func=lambda k: _(TITLES[k]), key=keys.EXERCISE_PICK)
+    titles = {k: _(TITLES[k]) for k in EXERCISE_KINDS}  # translated in this run (not later, outside the session)
+    kind = c1.selectbox(_("Exercise"), EXERCISE_KINDS, format_func=titles.get, key=keys.EXERCISE_PICK)
     with c2:
         exercises.new_numbers_button(keys.EXERCISE_NEW)
     exercises.show(exercises.build(kind, ctx), "exercises")

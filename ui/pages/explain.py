@@ -11,10 +11,9 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis.records import METHODS
-from i18n import _
+from i18n import N_, _
 from model.settings import Interventions
 from ui import explaining, keys, state
-from ui.catalog import N_
 from ui.widgets import download, md_escape, n_layers_of, pick_layer_head, show, table_height, text_box
 from viz import explain as ve
 from viz import tokens as vt

@@ -14,11 +14,10 @@ import math
 
 import streamlit as st
 
-from i18n import _
+from i18n import N_, _
 from model.facts import KIND_NAMES
 from model.settings import Interventions
 from ui import exercises, keys, state
-from ui.catalog import N_
 from ui.widgets import clamped_slider, md_escape, n_layers_of, show, table_height, url_radio
 from viz import head as vh
 from viz import tokens as vt

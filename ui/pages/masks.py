@@ -129,9 +129,8 @@ def render(ctx: state.Ctx) -> None:
 def mask_maps(ctx: state.Ctx, interventions: Interventions, after: Analysis, same: bool) -> None:
     """Before / after maps of one kind, layer and head, and their difference."""
     analysis = ctx.analysis
-    kind = st.radio(
-        _("Attention kind"), KINDS, format_func=lambda k: _(KIND_NAMES[k]), key=keys.MASK_KIND, horizontal=True, index=2
-    )
+    kind_names = {k: _(KIND_NAMES[k]) for k in KINDS}  # translated in this run (not later, outside the session)
+    kind = st.radio(_("Attention kind"), KINDS, format_func=kind_names.get, key=keys.MASK_KIND, horizontal=True, index=2)
     layer, head = pick_layer_head(n_layers_of(ctx.cfg, kind), ctx.cfg.n_heads)
     after_all = after.view(kind)  # every layer and head, with the cells the interventions hid
     before, after_map = analysis.view(kind).map(layer, head), after_all.map(layer, head)

@@ -1,6 +1,8 @@
 """The room (/room): "Start a class" (a join code, the students' link and its QR code, the teacher's own link),
 questions asked from the teacher's current view ("Which word comes next?", "Which source word does this head read
-most?", "Does the translation change if we hide …?"), and the CSV of the room's questions and answers.
+most?", "Does the translation change if we hide …?") or an exercise sent to the class ("Send to the class": one step
+of the forward pass on the sentence in the box, ``ui.exercises.build``; on reveal the share right and the most common
+named mistake), and the CSV of the room's questions and answers.
 Students join here by code too. The question being asked is drawn above every page by ``ui.room.panel``."""
 
 from __future__ import annotations

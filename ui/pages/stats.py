@@ -7,16 +7,34 @@ from functools import partial
 
 import streamlit as st
 
-from i18n import _
+from i18n import N_, _
 from model.facts import KIND_NAMES
 from ui import state
 from ui.widgets import download, show
 from viz import stats as vst
 
+COLUMNS = {  # the table's columns (the CSV keeps these names) -> the header shown, translated where shown
+    "kind": N_("kind"),
+    "layer": N_("layer"),
+    "head": N_("head"),
+    "entropy": N_("entropy"),
+    "mean_distance": N_("mean distance"),
+    "diagonal": N_("diagonal"),
+    "previous": N_("previous"),
+    "first": N_("first"),
+    "last": N_("last"),
+    "max": N_("max"),
+    "rows": N_("rows"),
+}
+
 
 def render(ctx: state.Ctx) -> None:
     df, roll = state.run_head_stats(ctx.path, ctx.text, ctx.settings)
     st.caption(_("Click a column header to sort. Layer and head count from 1."))
+
+    def header(c: str) -> str:
+        return _(COLUMNS[c]) if c in COLUMNS else c.replace("_", " ")
+
     shown = (
         df.assign(kind=df["kind"].map(lambda k: _(KIND_NAMES.get(k, k)))) if "kind" in df else df
     )  # the CSV keeps the short keys
@@ -25,9 +43,9 @@ def render(ctx: state.Ctx) -> None:
         width="stretch",
         hide_index=True,
         column_config={
-            c: st.column_config.NumberColumn(c.replace("_", " "), format="%.3f", help=vst.COLUMN_HELP.get(c))
+            c: st.column_config.NumberColumn(header(c), format="%.3f", help=vst.COLUMN_HELP.get(c))
             if df[c].dtype.kind == "f"
-            else st.column_config.Column(c.replace("_", " "), help=vst.COLUMN_HELP.get(c))
+            else st.column_config.Column(header(c), help=vst.COLUMN_HELP.get(c))
             for c in df.columns
         },
     )

@@ -9,7 +9,7 @@ import streamlit as st
 
 from i18n import _
 from ui import state
-from ui.widgets import PROBABILITY, download, show, table_height, text_box, token_table
+from ui.widgets import download, show, table_height, text_box, token_columns, token_table
 from viz import steps as vs
 
 
@@ -41,7 +41,7 @@ def render(ctx: state.Ctx) -> None:
     with c1:
         st.markdown(_("**Source tokens**"))
         src = token_table(tok, analysis.source.ids)
-        st.dataframe(src, width="stretch", hide_index=False, height=min(table_height(src), 740))
+        st.dataframe(src, width="stretch", hide_index=False, height=min(table_height(src), 740), column_config=token_columns())
     with c2:
         st.markdown(_("**Output tokens** (with the probability the model gave each)"))
         out = token_table(tok, out_ids, target=True, probability=analysis.maps.next_probs[: len(out_ids)])
@@ -49,7 +49,7 @@ def render(ctx: state.Ctx) -> None:
             out,
             width="stretch",
             height=min(table_height(out), 740),
-            column_config={"probability": PROBABILITY},
+            column_config=token_columns(),
         )
     cfg = ctx.cfg
     if cfg.n_logits < cfg.vocab_size:
@@ -69,7 +69,8 @@ def render(ctx: state.Ctx) -> None:
     if analysis.beam:
         st.subheader(_("Beam search"))
         hyp = pd.DataFrame(analysis.beam.hypotheses, columns=["hypothesis", "score (log-prob / length penalty)"])
-        st.dataframe(hyp, width="stretch")
+        labels = {"hypothesis": _("hypothesis"), "score (log-prob / length penalty)": _("score (log-prob / length penalty)")}
+        st.dataframe(hyp, width="stretch", column_config={c: st.column_config.Column(label) for c, label in labels.items()})
         show(vs.beam_tree(analysis.beam), "beam_tree")
 
     download(
