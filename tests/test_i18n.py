@@ -11,6 +11,7 @@ German.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 from pathlib import Path
@@ -109,6 +110,49 @@ def test_texts_from_model_and_analysis_are_marked_for_translation():
             ):
                 raised.add(node.args[0].value)
     assert raised and raised <= marked, f"InputError messages not marked in ui.catalog: {sorted(raised - marked)}"
+
+
+def test_the_tokenizers_words_are_marked_for_translation():
+    from model.spm_tokenizer import SentencePieceTokenizer
+    from model.tokenizer import TiktokenTokenizer
+
+    words = {
+        getattr(t, a) for t in (TiktokenTokenizer, SentencePieceTokenizer) for a in ("id_name", "origin_id_name", "unknown_rule")
+    }
+    assert words - {"id"} <= set(catalog.SHOWN_ELSEWHERE), sorted(words - set(catalog.SHOWN_ELSEWHERE))
+
+
+def test_the_shipped_models_cards_are_marked_for_translation():
+    """The sidebar shows a model's card lines (metrics.json ``card``): those of the shipped models are in the
+    catalogue, so a German sidebar shows them in German (an imported model's own card stays as it is written)."""
+    lines = set()
+    for path in sorted((ROOT / "pretrained").glob("*/metrics.json")):
+        card = json.loads(path.read_text()).get("card") or {}
+        lines |= {v for k, v in card.items() if k in ("limits", "summary") and isinstance(v, str) and v.strip()}
+    assert lines, "no shipped model has a card line"
+    assert lines <= set(catalog.SHOWN_ELSEWHERE), (
+        f"card lines not marked in ui.catalog: {sorted(lines - set(catalog.SHOWN_ELSEWHERE))}"
+    )
+
+
+def test_the_spinners_are_marked_and_shown_in_the_session_language():
+    """Cached calls' spinner texts are fixed at import: each is a ``state.Shown`` of a marked message, which
+    Streamlit turns into text (``str()``) when the spinner starts, in the session's language."""
+    tree = ast.parse((ROOT / "ui" / "state.py").read_text())
+    spinners = [
+        k.value for node in ast.walk(tree) if isinstance(node, ast.Call) for k in node.keywords if k.arg == "show_spinner"
+    ]
+    texts = [ast.unparse(v) for v in spinners if not (isinstance(v, ast.Constant) and v.value is False)]
+    assert texts and all(re.fullmatch(r"Shown\(N_\('[^']+'\)\)", t) for t in texts), texts
+    from ui.state import Shown
+
+    try:
+        i18n.set_language_source(lambda: "de")
+        assert str(Shown("Loading the model…")) == "Das Modell wird geladen …"
+        i18n.set_language_source(lambda: "en")
+        assert str(Shown("Loading the model…")) == "Loading the model…"
+    finally:
+        i18n.set_language_source(None)
 
 
 def test_german_text_follows_the_session_and_english_stays_the_default():

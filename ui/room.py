@@ -4,7 +4,10 @@ being asked is shown in the main area (a fragment that polls the room's version:
 app.py calls ``arrive(pages, current)`` before the sidebar's widgets (a link's ``?room=CODE``, ``?teach=SECRET`` and
 ``?seat=ID`` are read; a following student takes the teacher's view: page, sentence, model, decoding, kind, layer,
 head, step, lesson step) and ``panel()`` before the page runs (the sidebar's room box, the teacher's view
-published, the live question). The store is ``classroom.store.open_store()`` (SQLite, or Redis with
+published, the live question). A question is one of the store's ``KINDS``: "exercise" carries an
+``analysis.exercises.Exercise`` (sent from /room or with "Send to the class" beside an exercise), answered in the
+exercise's own box and graded on reveal, once per process for the whole class (``graded``). Every text is in the
+session's language (``i18n._``; the store's refusals through ``say``). The store is ``classroom.store.open_store()`` (SQLite, or Redis with
 ``ATTN_ROOM_STORE``); every change goes through its rules (only the teacher's secret changes a room).
 """
 
@@ -19,7 +22,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -55,6 +57,11 @@ RESETS = (keys.SENTENCE, keys.MODEL)  # a change of either starts per-input stat
 _store: RoomStore | None = None
 _store_lock = threading.Lock()
 _versions: dict[str, tuple[float, int]] = {}  # code -> (read at, version): one read per room every VERSION_TTL_S
+# (code, question id, the answers) -> the class's graded exercise: graded once per process, not per student and poll
+# (120 answers take ~50 ms to grade; after the reveal the answers are closed, so every student's poll hits)
+_graded: dict[tuple, object] = {}
+_graded_lock = threading.Lock()
+MAX_GRADED = 64
 
 
 def say(e: Exception) -> str:
@@ -397,7 +404,7 @@ def results(m: Membership, q: Question) -> None:
         from analysis.exercises import Exercise
 
         if q.revealed:
-            class_summary(Exercise.from_dict(q.truth), answers)
+            class_summary(m.code, q, Exercise.from_dict(q.truth), answers)
         else:
             st.caption(_("{n} answers so far").format(n=len(answers)))
         return
@@ -441,9 +448,11 @@ def exercise_question(m: Membership, q: Question) -> None:
     from ui import exercises as ux  # the exercise widgets (they reach the model's cached calls through ui.state)
 
     ex = Exercise.from_dict(q.truth)
-    st.markdown(_("**Exercise {n}: {title}.** {prompt}").format(n=q.id, title=md_escape(ex.title), prompt=md_escape(ex.prompt)))
+    st.markdown(
+        _("**Exercise {n}: {title}.** {prompt}").format(n=q.id, title=md_escape(_(ex.title)), prompt=md_escape(ex.prompt))
+    )
     if ex.kind != "mask" or ex.labels:
-        st.dataframe(pd.DataFrame(ex.table), hide_index=True)
+        st.dataframe(ux._shown_table(ex), hide_index=True)  # headers and words in this session's language
     if ex.tolerance:
         st.caption(_("Graded on the rounded numbers shown: each number may be off by ±{tol}.").format(tol=f"{ex.tolerance:g}"))
     answers = store().answers(m.code, q.id) if m.teacher or q.revealed else []
@@ -456,7 +465,7 @@ def exercise_question(m: Membership, q: Question) -> None:
         st.caption(_("{n} answers so far").format(n=len(answers)))
         reveal_button(m, q)
         return
-    class_summary(ex, answers)
+    class_summary(m.code, q, ex, answers)
     mine = m.mine.get(q.id)
     if not m.teacher:
         if mine is None:
@@ -469,12 +478,44 @@ def exercise_question(m: Membership, q: Question) -> None:
         st.markdown(ux._md(grade(ex, "").solution))
 
 
-def class_summary(ex, answers) -> None:
+def graded(code: str, q: Question, ex, answers):
+    """``analysis.exercises.class_result`` of the answers to exercise ``q`` of room ``code``, computed once per
+    process for the same answers (every student's poll after the reveal reads the same result)."""
+    from analysis.exercises import class_result
+
+    key = (code, q.id, q.asked, tuple(a.choice for a in answers))
+    with _graded_lock:
+        hit = _graded.get(key)
+    if hit is None:
+        hit = class_result(ex, list(key[3]))
+        with _graded_lock:
+            if len(_graded) >= MAX_GRADED:
+                _graded.clear()
+            _graded[key] = hit
+    return hit
+
+
+def send_button(ex, key: str) -> None:
+    """ "Send to the class" beside exercise ``ex`` (``analysis.exercises.Exercise``), for the teacher of a room only:
+    it becomes the room's question, on every student's screen above the page."""
+    m = membership()
+    if m is None or not m.teacher:
+        return
+    if st.button(_("Send to the class"), key=key, icon=":material/co_present:", type="tertiary"):
+        try:
+            store().ask(m.code, m.secret, "exercise", ex.title, [], ex.to_dict())
+        except RoomError as e:
+            st.warning(say(e))
+        else:
+            st.rerun()  # the exercise above the page, at once
+
+
+def class_summary(code: str, q: Question, ex, answers) -> None:
     """The class's answers to exercise ``ex``, graded: how many answered, the share right, the most common named
     mistake (``analysis.exercises.class_result``)."""
-    from analysis.exercises import MISTAKES, class_result
+    from analysis.exercises import MISTAKES
 
-    result = class_result(ex, [a.choice for a in answers])
+    result = graded(code, q, ex, answers)
     common = MISTAKES.get(result.most_common or "", "")
     st.markdown(
         _("**Answered:** {n} · **right:** {share} %").format(n=result.n, share=round(100 * result.share_correct))

@@ -33,7 +33,7 @@ from analysis.attribution import explain_item, explain_many, ig_part, layer_lens
 from analysis.records import Analysis, EncoderDistance, Explanation, HeadTrace, IGPart, LayerLens, Maps, WordOrder, rollout
 from analysis.stats import head_stats
 from analysis.trace import head_trace_item, head_trace_many
-from i18n import _
+from i18n import N_, _
 from model.checkpoint import PRETRAINED, Loaded, load_checkpoint
 from model.facts import KINDS, InputError, shift_right
 from model.settings import NO_INTERVENTIONS, DecodeSettings, Interventions
@@ -84,7 +84,15 @@ def model_path(name: str) -> str:
     return str(MODELS_DIR / name)
 
 
-@st.cache_resource(show_spinner="Loading the model…", max_entries=4)
+class Shown(str):
+    """A spinner's text (``st.cache_data(show_spinner=...)``, fixed when the module is imported), marked for the
+    catalogue and translated when shown: Streamlit takes ``str()`` of it in the session's run, when the spinner starts."""
+
+    def __str__(self) -> str:
+        return _(str.__str__(self))
+
+
+@st.cache_resource(show_spinner=Shown(N_("Loading the model…")), max_entries=4)
 def load_model(path: str) -> Loaded:
     """The checkpoint at ``path`` in eval mode, shared read-only by every session of this process.
 
@@ -171,7 +179,7 @@ def task_of(path: str) -> str:
 
 # 512 entries (~25 MB pickled): a class of 120 computes its analyses ahead of the page gate (``analyse_ahead``),
 # and each must still be cached when its page reads it (with 32 entries, 71 of a batch of 120 were evicted first)
-@st.cache_data(show_spinner="Translating…", max_entries=512, hash_funcs=HASH_FUNCS)
+@st.cache_data(show_spinner=Shown(N_("Translating…")), max_entries=512, hash_funcs=HASH_FUNCS)
 def run_analysis(path: str, text: str, settings: DecodeSettings, interventions: Interventions) -> Analysis:
     """``analysis.analyze.analyze`` of one input under ``settings`` and ``interventions``; in the model worker, batched with the
     analyses other sessions ask for meanwhile (``analyze_many``: a class arriving at once)."""
@@ -179,7 +187,7 @@ def run_analysis(path: str, text: str, settings: DecodeSettings, interventions: 
     return MODEL_WORKER.call_many(loaded, analyze_many, analyze, text, settings, interventions)
 
 
-@st.cache_data(show_spinner="Decoding step by step…", max_entries=64, hash_funcs=HASH_FUNCS)
+@st.cache_data(show_spinner=Shown(N_("Decoding step by step…")), max_entries=64, hash_funcs=HASH_FUNCS)
 def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int, ...]) -> list:
     """``analysis.analyze.step_trace`` of one input with a forced output prefix (compact ids); with none, the analysis's
     own steps (``Analysis.steps``, the same records: greedy and sampling decode once)."""
@@ -189,7 +197,7 @@ def run_steps(path: str, text: str, settings: DecodeSettings, forced: tuple[int,
     return MODEL_WORKER.call(load_model(path), step_trace, analysis.source.ids, settings=settings, forced=forced, k=TOP_K)
 
 
-@st.cache_data(show_spinner="Teacher-forcing the reference…", max_entries=32, hash_funcs=HASH_FUNCS)
+@st.cache_data(show_spinner=Shown(N_("Teacher-forcing the reference…")), max_entries=32, hash_funcs=HASH_FUNCS)
 def run_reference(path: str, text: str, settings: DecodeSettings, reference: str):
     """Maps of the reference translation fed to the decoder (teacher forcing): (maps, decoder input, predicted)."""
     loaded = load_model(path)
@@ -232,7 +240,7 @@ def run_head_stats(path: str, text: str, settings: DecodeSettings) -> tuple[pd.D
     return head_stats(maps.enc_self, maps.dec_self, maps.cross), rollout(maps.enc_self)
 
 
-@st.cache_data(show_spinner="Weighing the value vectors…", max_entries=32, hash_funcs=HASH_FUNCS)
+@st.cache_data(show_spinner=Shown(N_("Weighing the value vectors…")), max_entries=32, hash_funcs=HASH_FUNCS)
 def run_norm_maps(path: str, text: str, settings: DecodeSettings) -> Maps:
     """Norm-weighted attention shares of every kind, layer and head of the translation (``norm_weighted_maps``)."""
     loaded = load_model(path)
@@ -242,7 +250,7 @@ def run_norm_maps(path: str, text: str, settings: DecodeSettings) -> Maps:
     return MODEL_WORKER.call(loaded, norm_weighted_maps, analysis.source.ids, tgt_out, tokenizer=False)
 
 
-@st.cache_data(show_spinner="Explaining the token…", max_entries=64, hash_funcs=HASH_FUNCS)
+@st.cache_data(show_spinner=Shown(N_("Explaining the token…")), max_entries=64, hash_funcs=HASH_FUNCS)
 def run_explanation(
     path: str, text: str, settings: DecodeSettings, interventions: Interventions, position: int, contrast: int | None
 ) -> Explanation:
@@ -283,7 +291,7 @@ def run_ig_part(
     )
 
 
-@st.cache_data(show_spinner="Reading every layer…", max_entries=32, hash_funcs=HASH_FUNCS)
+@st.cache_data(show_spinner=Shown(N_("Reading every layer…")), max_entries=32, hash_funcs=HASH_FUNCS)
 def run_layer_lens(path: str, text: str, settings: DecodeSettings, interventions: Interventions) -> LayerLens:
     """``analysis.attribution.layer_lens`` of the translation under ``interventions``: logit lens and DecoderLens, the
     latter decoded with ``settings`` (method and budget), as the translation was."""
@@ -292,14 +300,14 @@ def run_layer_lens(path: str, text: str, settings: DecodeSettings, interventions
     return MODEL_WORKER.call(loaded, layer_lens, analysis.source.ids, analysis.out_ids, interventions, settings)
 
 
-@st.cache_data(show_spinner="Encoding both sentences…", max_entries=16)
+@st.cache_data(show_spinner=Shown(N_("Encoding both sentences…")), max_entries=16)
 def run_encoder_distance(path: str, sentence_a: str, sentence_b: str) -> EncoderDistance:
     """``analysis.analyze.encoder_distance`` of ``sentence_a`` and ``sentence_b``."""
     loaded = load_model(path)
     return MODEL_WORKER.call(loaded, encoder_distance, sentence_a, sentence_b)
 
 
-@st.cache_data(show_spinner="Tracing one head…", max_entries=64, hash_funcs=HASH_FUNCS)
+@st.cache_data(show_spinner=Shown(N_("Tracing one head…")), max_entries=64, hash_funcs=HASH_FUNCS)
 def run_head_trace(
     path: str, text: str, settings: DecodeSettings, interventions: Interventions, kind: str, layer: int, head: int, query: int
 ) -> HeadTrace:

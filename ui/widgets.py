@@ -17,7 +17,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from analysis.records import MapView
-from i18n import _
+from i18n import N_, _
 from ui import catalog, keys
 from viz import attention as va
 from viz import export as vx
@@ -140,13 +140,16 @@ CHIP_STYLES = {
     "forced": "background:#e3d7ff;border:1px solid #7b5cd6;font-weight:600;",
     "new": "background:#d3f2dc;border:1px solid #37a05a;font-weight:600;",
 }
+CHIP_TITLES = {"": N_("token"), "changed": N_("changed"), "removed": N_("removed"), "forced": N_("forced"), "new": N_("new")}
+"""A chip's hover text, by its mark (translated where shown)."""
 
 
 def chips(tokens: list[str], marks: list[str] | None = None, *, css: str = "tokens") -> None:
     """Tokens as little boxes; ``marks[i]`` in CHIP_STYLES colours one. Text is escaped: never raw HTML from input."""
     marks = marks or [""] * len(tokens)
+    titles = {m: html.escape(_(title)) for m, title in CHIP_TITLES.items()}
     spans = [
-        f'<span style="{CHIP}{CHIP_STYLES[m]}" title="{m or "token"}">{html.escape(t)}</span>'
+        f'<span style="{CHIP}{CHIP_STYLES[m]}" title="{titles[m]}">{html.escape(t)}</span>'
         for t, m in zip(vt.display(tokens), marks, strict=True)
     ]
     st.html(f'<div class="{css}" style="line-height:2">' + "".join(spans) + "</div>")
@@ -179,11 +182,12 @@ def token_table(tok, ids: list[int], *, target: bool = False, probability=None) 
     return pd.DataFrame(columns)
 
 
-def token_columns() -> dict:
-    """``column_config`` of a ``token_table``: its column names shown in the session's language (the data, and so its
-    CSV, keeps the English names); the id columns keep the tokenizer's own names."""
+def token_columns(tok) -> dict:
+    """``column_config`` of a ``token_table`` of ``tok``: its column names shown in the session's language (the data,
+    and so its CSV, keeps the English names)."""
     probability = st.column_config.ProgressColumn(_("probability"), min_value=0.0, max_value=1.0, format="%.3f")
-    return {"piece": st.column_config.TextColumn(_("piece")), "probability": probability}
+    names = {name: st.column_config.Column(_(name)) for name in ("piece", tok.id_name, tok.origin_id_name)}
+    return names | {"probability": probability}
 
 
 def text_box(text: str) -> None:

@@ -76,7 +76,7 @@ def draw_tokens(ctx: state.Ctx) -> None:
     with c1:
         st.markdown(_("**Your sentence as pieces and ids**"))
         df = token_table(ctx.loaded.tokenizer, analysis.source.ids)
-        st.dataframe(df, height=min(table_height(df), 600), column_config=token_columns())
+        st.dataframe(df, height=min(table_height(df), 600), column_config=token_columns(ctx.loaded.tokenizer))
         download(_("Pieces (CSV)"), partial(df.to_csv, index=False), "lesson-pieces.csv", "text/csv")
     with c2:
         st.markdown(_("**The pieces the decoder wrote, and their text**"))

@@ -41,7 +41,7 @@ def render(ctx: state.Ctx) -> None:
     with c1:
         st.markdown(_("**Source tokens**"))
         src = token_table(tok, analysis.source.ids)
-        st.dataframe(src, width="stretch", hide_index=False, height=min(table_height(src), 740), column_config=token_columns())
+        st.dataframe(src, width="stretch", hide_index=False, height=min(table_height(src), 740), column_config=token_columns(tok))
     with c2:
         st.markdown(_("**Output tokens** (with the probability the model gave each)"))
         out = token_table(tok, out_ids, target=True, probability=analysis.maps.next_probs[: len(out_ids)])
@@ -49,7 +49,7 @@ def render(ctx: state.Ctx) -> None:
             out,
             width="stretch",
             height=min(table_height(out), 740),
-            column_config=token_columns(),
+            column_config=token_columns(tok),
         )
     cfg = ctx.cfg
     if cfg.n_logits < cfg.vocab_size:
@@ -62,7 +62,7 @@ def render(ctx: state.Ctx) -> None:
     specials = ", ".join(dict.fromkeys(tok.piece_text(i) for i in (cfg.bos_id, cfg.eos_id)))
     st.caption(
         _("{id_name} −1 marks the model's own specials ({specials}). {unknown_rule} The decoder writes {writes}.").format(
-            id_name=tok.origin_id_name, specials=specials, unknown_rule=tok.unknown_rule, writes=writes
+            id_name=_(tok.origin_id_name), specials=specials, unknown_rule=_(tok.unknown_rule), writes=writes
         )
     )
 
