@@ -314,3 +314,42 @@ def test_a_german_link_stays_german_on_another_page_and_in_presenter_mode():
     assert at.toggle(key=keys.PRESENTER).label == "Präsentationsmodus"
     assert at.query_params.get(keys.PRESENTER) == "1" and at.query_params.get(keys.LANG) == "de"
     assert not english_in(at), f"English left in presenter mode: {english_in(at)}"
+
+
+@pytest.mark.browser
+def test_in_a_browser_german_stays_across_the_menu_and_a_reload():
+    """In Chromium: the sidebar switch turns the app German and writes ``?lang=de``; the menu (its titles German) opens
+    another page, whose URL has lost its parameters to ``st.navigation`` and gets ``lang=de`` back; a reload stays
+    German."""
+    import urllib.parse
+
+    from browser_support import ARTIFACTS, chromium_page, skip_reason, streamlit_server, wait_idle
+
+    if (reason := skip_reason()) is not None:
+        pytest.skip(reason)
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=90_000)
+    de = i18n.translations("de").gettext
+
+    def lang(page) -> str | None:
+        return dict(urllib.parse.parse_qsl(urllib.parse.urlparse(page.url).query)).get(keys.LANG)
+
+    with streamlit_server(ARTIFACTS / "streamlit-i18n.log") as server, chromium_page() as page:
+        page.goto(f"{server.url}/translate?model=reverse")
+        expect(page.locator(".translation").first).to_be_visible()
+        wait_idle(page)
+        page.locator(f".st-key-{keys.LANG}").get_by_text("Deutsch").click()
+        wait_idle(page)
+        expect(page.get_by_text(de("Source sequence (single letters, each after a space)"))).to_be_visible()
+        assert lang(page) == "de"
+        links = "[data-testid=stTopNavLink], [data-testid=stTopNavDropdownLink], [data-testid=stSidebarNavLink]"
+        page.locator(links).filter(has_text=de("Mask lab")).first.click()
+        wait_idle(page)
+        assert urllib.parse.urlparse(page.url).path == "/masks"
+        expect(page.get_by_text(de("Causal mask in the decoder"))).to_be_visible()
+        assert lang(page) == "de", "the URL keeps German after a page switch"
+        page.reload()
+        wait_idle(page)
+        expect(page.get_by_text(de("Causal mask in the decoder"))).to_be_visible()
+        expect(page.locator("[data-testid=stException]")).to_have_count(0)
