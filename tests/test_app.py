@@ -514,11 +514,12 @@ def test_mask_lab_draws_after_and_difference_once_a_setting_changes(rev):
 
 
 def test_mask_lab_says_when_the_changed_output_runs_to_the_token_budget(rev):
-    """Without positional encoding the toy reverse model repeats itself on " h e l l o" until the budget
+    """Without positional encoding the toy reverse model repeats itself on " l l l l" until the budget
     (checked against analyze), and the page says so; with it, it ends and says nothing."""
-    at = run_app("masks", sentence=" h e l l o")
+    at = run_app("masks", sentence=" l l l l")
     assert not any("token budget" in w.value for w in at.warning)
-    assert not analyze(rev.model, rev.tokenizer, " h e l l o", DecodeSettings(), Interventions(use_pos_encoding=False)).finished
+    assert analyze(rev.model, rev.tokenizer, " l l l l", DecodeSettings(), Interventions()).finished
+    assert not analyze(rev.model, rev.tokenizer, " l l l l", DecodeSettings(), Interventions(use_pos_encoding=False)).finished
     at.toggle(key="use_pe").set_value(False).run()
     ok(at)
     assert any("ran to the token budget" in w.value for w in at.warning), [w.value for w in at.warning]

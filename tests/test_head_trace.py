@@ -208,7 +208,7 @@ def test_reverse_model_trace_is_the_models_computation(rev, kind, case):
         kind=kind,
         layer=1,
         head=1,
-        query=2,
+        query=1,  # every case writes at least one piece: <bos> and it are queries 0 and 1
         settings=settings,
         interventions=INTERVENTION_CASES[case],
     )
@@ -227,7 +227,7 @@ def test_a_trace_given_the_pages_analysis_is_the_same_trace(rev, kind, case):
     """The pages hand ``head_trace`` the analysis they already have: the same trace, field by field."""
     settings = DecodeSettings(method="beam", beam_size=3)
     a = analyze(rev.model, rev.tokenizer, TEXT, settings, INTERVENTION_CASES[case])
-    kw = dict(kind=kind, layer=1, head=1, query=2, settings=settings, interventions=INTERVENTION_CASES[case])
+    kw = dict(kind=kind, layer=1, head=1, query=1, settings=settings, interventions=INTERVENTION_CASES[case])
     t, given = head_trace(rev.model, rev.tokenizer, TEXT, **kw), head_trace(rev.model, rev.tokenizer, TEXT, analysis=a, **kw)
     for name, v in vars(t).items():
         w = getattr(given, name)
