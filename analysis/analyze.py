@@ -36,6 +36,7 @@ from analysis.records import (
     WordOrder,
     kind_masks,
 )
+from i18n import N_
 from model.decoding import Step, beam_search, generate_steps, greedy_steps_batch, max_new_tokens, strip
 from model.facts import InputError, shift_right
 from model.settings import DecodeSettings
@@ -123,27 +124,40 @@ def data_flow(cfg: TransformerConfig, S: int, T: int) -> list[Stage]:
     real forward pass.
     """
     D, H = cfg.d_model, cfg.n_heads
+    # English data (names are identifiers too); N_ marks them for the catalogue, viz.shapes.stage_text translates them.
     shapes = [
-        ("source token ids", (1, S), "B x S: compact ids of the source pieces, ending in <eos>"),
-        ("source embeddings x sqrt(d_model)", (1, S, D), "B x S x d_model (section 3.4)"),
-        ("positional encoding", (S, D), "S x d_model, added to each row (section 3.5)"),
-        ("encoder input", (1, S, D), "B x S x d_model"),
-        ("Q, K, V per head", (1, H, S, cfg.d_head), f"B x n_heads x S x d_head, d_head = {D} / {H}"),
-        ("encoder self-attention weights", (1, H, S, S), "B x n_heads x S x S per layer: softmax(QK^T / sqrt(d_head))"),
-        ("feed-forward hidden", (1, S, cfg.d_ff), "B x S x d_ff, ReLU (eq. 2)"),
+        (N_("source token ids"), (1, S), N_("B x S: compact ids of the source pieces, ending in <eos>")),
+        (N_("source embeddings x sqrt(d_model)"), (1, S, D), N_("B x S x d_model (section 3.4)")),
+        (N_("positional encoding"), (S, D), N_("S x d_model, added to each row (section 3.5)")),
+        (N_("encoder input"), (1, S, D), N_("B x S x d_model")),
+        (N_("Q, K, V per head"), (1, H, S, cfg.d_head), N_("B x n_heads x S x d_head, d_head = {} / {}").format(D, H)),
+        (
+            N_("encoder self-attention weights"),
+            (1, H, S, S),
+            N_("B x n_heads x S x S per layer: softmax(QK^T / sqrt(d_head))"),
+        ),
+        (N_("feed-forward hidden"), (1, S, cfg.d_ff), N_("B x S x d_ff, ReLU (eq. 2)")),
     ]
-    shapes += [(f"encoder layer {i + 1} output", (1, S, D), "B x S x d_model") for i in range(cfg.n_enc_layers)]
+    shapes += [(N_("encoder layer {} output").format(i + 1), (1, S, D), N_("B x S x d_model")) for i in range(cfg.n_enc_layers)]
     shapes += [
-        ("memory (encoder output)", (1, S, D), "B x S x d_model: keys and values of cross-attention"),
-        ("target token ids", (1, T), "B x T: <bos> then the output so far"),
-        ("target embeddings + PE", (1, T, D), "B x T x d_model"),
-        ("decoder causal self-attention weights", (1, H, T, T), "B x n_heads x T x T per layer, upper triangle masked"),
-        ("cross-attention weights", (1, H, T, S), "B x n_heads x T x S per layer: target queries, source keys"),
+        (N_("memory (encoder output)"), (1, S, D), N_("B x S x d_model: keys and values of cross-attention")),
+        (N_("target token ids"), (1, T), N_("B x T: <bos> then the output so far")),
+        (N_("target embeddings + PE"), (1, T, D), N_("B x T x d_model")),
+        (
+            N_("decoder causal self-attention weights"),
+            (1, H, T, T),
+            N_("B x n_heads x T x T per layer, upper triangle masked"),
+        ),
+        (N_("cross-attention weights"), (1, H, T, S), N_("B x n_heads x T x S per layer: target queries, source keys")),
     ]
-    shapes += [(f"decoder layer {i + 1} output", (1, T, D), "B x T x d_model") for i in range(cfg.n_dec_layers)]
+    shapes += [(N_("decoder layer {} output").format(i + 1), (1, T, D), N_("B x T x d_model")) for i in range(cfg.n_dec_layers)]
     shapes += [
-        ("logits", (1, T, cfg.n_logits), f"B x T x target vocab ({cfg.n_logits}): one score per piece the decoder can write"),
-        ("next-token probabilities", (1, T, cfg.n_logits), "softmax over the target vocabulary"),
+        (
+            N_("logits"),
+            (1, T, cfg.n_logits),
+            N_("B x T x target vocab ({}): one score per piece the decoder can write").format(cfg.n_logits),
+        ),
+        (N_("next-token probabilities"), (1, T, cfg.n_logits), N_("softmax over the target vocabulary")),
     ]
     return [Stage(name, shape, meaning) for name, shape, meaning in shapes]
 

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from i18n import _
 from model.facts import ABLATED, FUTURE, KINDS, REASON_NAMES, REASONS, UNWRITTEN, VISIBLE, BeamNode, cell_reasons
 
 
@@ -567,13 +568,14 @@ def _ranks(x: np.ndarray) -> np.ndarray:
 
 
 def _strength(rho: float) -> str:
+    """How alike Spearman's ρ says two rankings are, in words (the current interface language)."""
     if rho >= 0.7:
-        return "rank the source words much alike"
+        return _("rank the source words much alike")
     if rho >= 0.3:
-        return "rank them somewhat alike"
+        return _("rank them somewhat alike")
     if rho > -0.3:
-        return "hardly rank them alike"
-    return "rank them in nearly opposite order"
+        return _("hardly rank them alike")
+    return _("rank them in nearly opposite order")
 
 
 @dataclass(frozen=True)
@@ -589,7 +591,32 @@ class Agreement:
     rho: float | None
     top_a: int | None
     top_b: int | None
-    sentence: str
+    top_words: tuple[str, str] = ("", "")  # the two top positions' tokens in quotes (‘dog’)
+    why_undefined: str = ""  # rho None: "few" (fewer than two visible tokens) or "flat" (, with flat_methods)
+    flat_methods: tuple[str, ...] = ()
+
+    @property
+    def sentence(self) -> str:
+        """The comparison in plain words, in the current interface language (``i18n``): built when read, so that a
+        cached record speaks each reader's language."""
+        pair = _("{method_a} and {method_b}").format(
+            method_a=self.method_a[:1].upper() + self.method_a[1:], method_b=self.method_b
+        )
+        if self.rho is None:
+            if self.why_undefined == "few":
+                return _("{pair}: nothing to rank, fewer than two source tokens are visible.").format(pair=pair)
+            return _("{pair}: {methods} gives every visible token the same score.").format(
+                pair=pair, methods=_(" and ").join(self.flat_methods)
+            )
+        if self.top_a == self.top_b:
+            top = _("agree on the top word, {word},").format(word=self.top_words[0])
+        else:
+            top = _("disagree on the top word ({method_a}: {word_a}, {method_b}: {word_b}),").format(
+                method_a=self.method_a, word_a=self.top_words[0], method_b=self.method_b, word_b=self.top_words[1]
+            )
+        return _("{pair} {top} and {strength} (ρ = {rho}).").format(
+            pair=pair, top=top, strength=_strength(self.rho), rho=f"{self.rho:+.2f}"
+        )
 
 
 @dataclass(frozen=True)
@@ -730,23 +757,14 @@ class Explanation:
         return f"‘{self.src_tokens[j].strip() or self.src_tokens[j]}’"
 
     def _agree(self, method_a: str, method_b: str, scores_a: np.ndarray, scores_b: np.ndarray, seen: np.ndarray) -> Agreement:
-        pair = f"{method_a[0].upper()}{method_a[1:]} and {method_b}"
         if seen.size < 2:
-            return Agreement(
-                method_a, method_b, None, None, None, f"{pair}: nothing to rank, fewer than two source tokens are visible."
-            )
+            return Agreement(method_a, method_b, None, None, None, why_undefined="few")
         rho = spearman(scores_a, scores_b)
-        flat = [name for name, v in ((method_a, scores_a), (method_b, scores_b)) if np.ptp(v) == 0]
         if rho is None:
-            return Agreement(
-                method_a, method_b, None, None, None, f"{pair}: {' and '.join(flat)} gives every visible token the same score."
-            )
+            flat = tuple(name for name, v in ((method_a, scores_a), (method_b, scores_b)) if np.ptp(v) == 0)
+            return Agreement(method_a, method_b, None, None, None, why_undefined="flat", flat_methods=flat)
         ta, tb = int(seen[np.argmax(scores_a)]), int(seen[np.argmax(scores_b)])
-        if ta == tb:
-            top = f"agree on the top word, {self.word(ta)},"
-        else:
-            top = f"disagree on the top word ({method_a}: {self.word(ta)}, {method_b}: {self.word(tb)}),"
-        return Agreement(method_a, method_b, rho, ta, tb, f"{pair} {top} and {_strength(rho)} (ρ = {rho:+.2f}).")
+        return Agreement(method_a, method_b, rho, ta, tb, top_words=(self.word(ta), self.word(tb)))
 
 
 @dataclass(frozen=True)

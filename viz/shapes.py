@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import pandas as pd
@@ -26,6 +27,17 @@ def _check(shapes) -> list[Stage]:
             raise ValueError(f"stage {s.name!r}: shape must be a tuple of ints, got {s.shape!r}") from None
         out.append(Stage(str(s.name), dims, str(s.meaning)))
     return out
+
+
+def stage_text(text: str) -> str:
+    """A stage's name or meaning (English, as ``analysis.analyze.data_flow`` writes it) in the interface language: the
+    text itself from the catalogue, else its numbers put back into the catalogue's template (``"encoder layer {} output"``)."""
+    shown = _(text)
+    if shown != text:
+        return shown
+    template = re.sub(r"\d+", "{}", text)
+    translated = _(template)
+    return translated.format(*re.findall(r"\d+", text)) if translated != template else text
 
 
 def _arrow(tail: tuple[float, float], head: tuple[float, float], *, color: str, width: float, **extra) -> dict:
@@ -65,9 +77,9 @@ def shapes_table(shapes: Sequence[Stage]) -> pd.DataFrame:
     rows = _check(shapes)
     return pd.DataFrame(
         {
-            _("stage"): [r.name for r in rows],
+            _("stage"): [stage_text(r.name) for r in rows],
             _("shape"): [shape_text(r.shape) for r in rows],
-            _("meaning"): [r.meaning for r in rows],
+            _("meaning"): [stage_text(r.meaning) for r in rows],
         }
     )
 
@@ -116,7 +128,7 @@ def shapes_figure(shapes: Sequence[Stage], *, title: str | None = None, split_at
             dict(
                 x=x,
                 y=y,
-                text=f"<b>{esc(name)}</b>  <span style='font-family:monospace'>{shape_text(dims)}</span>",
+                text=f"<b>{esc(stage_text(name))}</b>  <span style='font-family:monospace'>{shape_text(dims)}</span>",
                 showarrow=False,
                 font=dict(size=11),
             )
@@ -137,7 +149,7 @@ def shapes_figure(shapes: Sequence[Stage], *, title: str | None = None, split_at
         y=[centres[i][1] for i in range(len(rows))],
         mode="markers",
         marker=dict(size=30, opacity=0),
-        hovertext=[f"<b>{esc(r.name)}</b> {shape_text(r.shape)}<br>{esc(r.meaning)}" for r in rows],
+        hovertext=[f"<b>{esc(stage_text(r.name))}</b> {shape_text(r.shape)}<br>{esc(stage_text(r.meaning))}" for r in rows],
         hoverinfo="text",
         name="stages",
         showlegend=False,
