@@ -18,12 +18,16 @@ import plotly.io as pio
 import pytest
 from browser_support import CHROMIUM, CHROMIUM_ARGS, skip_reason
 
-import viz
 from analysis.analyze import analyze, data_flow
 from analysis.records import rollout
 from analysis.trace import head_trace
 from viz import _common as vc
 from viz import head as vh
+from viz.attention import attention_heatmap, attention_mosaic, difference_heatmap
+from viz.positional import pe_curves, pe_matrix, pe_similarity
+from viz.shapes import shapes_figure
+from viz.stats import rollout_figure
+from viz.steps import candidates_bar, step_attention
 
 pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
 
@@ -43,17 +47,17 @@ def figures(loaded) -> dict[str, dict]:
     t = head_trace(model, tok, TEXT, kind="cross", layer=0, head=1, query=2, analysis=a)
     pe = model.positional_encoding(40).detach().numpy()
     figs = {
-        "mosaic": viz.attention_mosaic(cross),
-        "heatmap": viz.attention_heatmap(cross.map(0, 1)),
-        "difference": viz.difference_heatmap(enc.map(0, 0), enc.map(1, 0)),
-        "candidates": viz.candidates_bar(step),
-        "step attention, bars": viz.step_attention(step.cross_attn[0, 0], a.source.tokens, title="bars"),
-        "step attention, heads": viz.step_attention(step.cross_attn[0], a.source.tokens, title="heads"),
-        "pe matrix": viz.pe_matrix(pe),
-        "pe curves": viz.pe_curves(pe, [0, 1, 10]),
-        "pe similarity": viz.pe_similarity(pe),
-        "shapes": viz.shapes_figure(data_flow(model.cfg, len(a.source.tokens), len(a.tgt_in_tokens))),
-        "rollout": viz.rollout_figure(rollout(a.maps.enc_self), a.source.tokens),
+        "mosaic": attention_mosaic(cross),
+        "heatmap": attention_heatmap(cross.map(0, 1)),
+        "difference": difference_heatmap(enc.map(0, 0), enc.map(1, 0)),
+        "candidates": candidates_bar(step),
+        "step attention, bars": step_attention(step.cross_attn[0, 0], a.source.tokens, title="bars"),
+        "step attention, heads": step_attention(step.cross_attn[0], a.source.tokens, title="heads"),
+        "pe matrix": pe_matrix(pe),
+        "pe curves": pe_curves(pe, [0, 1, 10]),
+        "pe similarity": pe_similarity(pe),
+        "shapes": shapes_figure(data_flow(model.cfg, len(a.source.tokens), len(a.tgt_in_tokens))),
+        "rollout": rollout_figure(rollout(a.maps.enc_self), a.source.tokens),
         "head input": vh.input_figure(t),
         "head keys": vh.kv_figure(t, "k"),
         "head scores": vh.scores_figure(t),
