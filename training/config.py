@@ -115,7 +115,7 @@ class TrainConfig:
     cudnn_attention: bool = option(
         False,
         "let F.scaled_dot_product_attention pick cuDNN on a GPU (default off: with our masks and batch shapes that "
-        "change every step it spent ~22 ms of host time per call building plans; stage 15's profile)",
+        "change every step it spent ~22 ms of host time per call building plans; bench/README.md, benchmark 10)",
         action=argparse.BooleanOptionalAction,
     )
     resume: bool = option(False, "continue from OUT/state", action="store_true")

@@ -19,7 +19,7 @@ def later_times(src: str, tgt: str) -> list[str]:
     "7:30 tonight" -> "19:30 Uhr", "2:30 p.m." -> "14.30 Uhr". In BConTrasT's chats German often does this with no
     word of the English sentence saying so (the conversation around it did: "6:55." -> "18:55."): 102 of its
     training pairs, and 5 of Tatoeba's. A model trained on them adds 12 hours to a plain "I get up at 6:15"
-    (stage 14: 32 of 240 such times). ``drop_context_times`` leaves those pairs out; the rest are swapped
+    (32 of 240 such times in an earlier model's probe). ``drop_context_times`` leaves those pairs out; the rest are swapped
     consistently (``substitute_later_times``: a new time on the English side, 12 hours later on the German side)."""
     found = []
     for m in NUMBER.finditer(src):
@@ -46,7 +46,7 @@ def random_clock_words(rng: random.Random) -> tuple[str, str]:
     towards the next hour), "quarter past seven" / "Viertel nach sieben", "quarter to eight" / "Viertel vor acht",
     "seven o'clock" / "sieben Uhr" ("ein Uhr" for one).
 
-    Why: stage 20 wrote "It is half past seven." as "Es ist halb sieben." (6:30), the trap every German class meets:
+    Why: an earlier model wrote "It is half past seven." as "Es ist halb sieben." (6:30), the trap every German class meets:
     Tatoeba's training pairs say "half past" 12 times, so the model copied the hour word."""
     hour = rng.randint(1, 12)
     kind = rng.randrange(4)
@@ -63,7 +63,7 @@ def times_as_typed(src: str, tgt: str) -> tuple[str, str]:
     """The pair with each English clock time of ``src`` that ``tgt`` writes another way ("2.30 Uhr", "halb drei" for
     "2:30"; ``number_pattern``) written on the German side as typed ("2:30 Uhr", "2:30"). The swap does this to the
     pairs it changes (``substitute_entities``); the pairs it leaves as they are, 30 % an epoch at
-    ``--entity-swap 0.7``, still show a typed time turned into "9.30 Uhr", and stage 17B, 18X and 18Y wrote "The train to
+    ``--entity-swap 0.7``, still show a typed time turned into "9.30 Uhr", and earlier models wrote "The train to
     Ouagadougou leaves at 9:30." as "... um 9.30 Uhr.". Tatoeba has 214 such training pairs, BConTrasT 4, Multi30k none. German
     writes all three forms (DIN 5008 gives the colon); a time typed with a colon keeps it. A time the German side
     moves 12 hours ("7:30 tonight" / "19:30 Uhr", ``later_times``) is not matched and stays."""

@@ -47,7 +47,7 @@ def shared_dates(src: str, tgt: str) -> list[tuple[str, int, int]]:
     """The English dates of ``src`` that ``tgt`` writes as a German date: ``(English text, day, month)`` with the month
     counted from 0 ("His birthday is May 5th." / "Er hat am 5. Mai Geburtstag." -> ``[("May 5th", 5, 4)]``). The
     training corpora hold 87 such pairs (Tatoeba 65, BConTrasT 22), nearly all written "May 5th": students type "I
-    was born on 12 May 2003.", which stage 15 wrote "Ich wurde am 12 2003 geboren." (the month dropped)."""
+    was born on 12 May 2003.", which an earlier model wrote "Ich wurde am 12 2003 geboren." (the month dropped)."""
     found = []
     for m in ENGLISH_DATE.finditer(src):
         day = int(m.group("d1") or m.group("d2") or m.group("d3"))

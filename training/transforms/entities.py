@@ -78,7 +78,7 @@ class EntityPools:
         one-word Latin-script draws is a new word made of two of the pool ("Amira" + "Kowalczyk" -> "Amalczyk"),
         so that copying is practised on piece sequences no list holds (a test name is rarely in any list);
         a ``full_name`` share of the first names is followed by a surname, so that a name of two words is
-        copied whole (stage 7 wrote "Emeka Okonkwo plays the guitar." as "Emeka.")."""
+        copied whole (an early model wrote "Emeka Okonkwo plays the guitar." as "Emeka.")."""
         r = rng.random()
         pool = self.first_names if r < 0.5 else self.last_names if r < 0.75 else self.cities
         word = self._one(pool, rng)
@@ -89,7 +89,7 @@ class EntityPools:
     def number(self, number: str, rng: random.Random) -> str:
         """A replacement for ``number``: ``random_number_like``, or, for a ``years`` share of the whole numbers, a year
         of ``YEARS``. The four-digit numbers of the corpora are few (about 400 pairs), so the year pieces ("198",
-        "199") were seldom copied: stage 7 wrote 1983-1999 as 196x, with the source piece attended (0.9) and the
+        "199") were seldom copied: an early model wrote 1983-1999 as 196x, with the source piece attended (0.9) and the
         output nearly flat over the year pieces. A ``long_numbers`` share of the whole numbers becomes
         ``random_long_number`` instead (a phone number, a postcode), and a ``grouped_numbers`` share
         ``random_grouped_number`` (English form: "3,700,000", "3.5"; ``german_number`` writes the German side)."""

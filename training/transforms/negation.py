@@ -21,8 +21,8 @@ def nicht_after_object(src: str, tgt: str) -> bool:
     object: German negates a whole clause with a "nicht" after its definite object ("The dog didn't eat the meat." /
     "Der Hund fraß das Fleisch nicht."), before a participle or infinitive ("… seine Pommes nicht gegessen"). The
     training halves hold 1,203 such pairs (Tatoeba 1,195, Multi30k 3, BConTrasT 5), and 4 with "… die Straße nicht"
-    against 199 with "überquer…", nearly all affirmative: stage 17's GPU runs lost the negation of "didn't cross the
-    street" (model card, Stage 17)."""
+    against 199 with "überquer…", nearly all affirmative: earlier models lost the negation of "didn't cross the
+    street"."""
     return bool(_ENGLISH_NEGATION.search(src)) and bool(_NICHT_AFTER_OBJECT.search(tgt))
 
 

@@ -51,7 +51,7 @@ def random_number_like(number: str, rng: random.Random) -> str:
     """A random number of the same shape: every digit redrawn, separators kept, no new leading zero
     ("7:45" -> "3:12", "1998" -> "4071", "0" -> "6"). A number that could be a year (four digits, 1000-2999) becomes
     a year of ``YEARS`` half the time (``YEAR_SHARE``): students type years ("born in 1987"), and with every digit
-    redrawn the year pieces ("198", "200") were rarely practised (stage 5 wrote "1987" as "967"). A clock time becomes
+    redrawn the year pieces ("198", "200") were rarely practised (an early model wrote "1987" as "967"). A clock time becomes
     a valid time of the same shape ("12:30" -> "17:05", not "76:20")."""
     if len(number) == 4 and number.isdigit() and number[0] in "12" and rng.random() < YEAR_SHARE:
         return str(rng.randint(*YEARS))
@@ -77,13 +77,13 @@ def random_long_number(rng: random.Random, repeats: float = 0.0) -> str:
     starting with 0 four times in ten ("10115", "0176 5551234", "33 48 1514").
 
     Why: the corpora's shared numbers have 1-4 digits but for 16 pairs, so the swap (``random_number_like``: the same
-    shape) never practised longer ones, and stage 18 dropped a group or a repeated digit of 9 of 40 such numbers
+    shape) never practised longer ones, and an earlier model dropped a group or a repeated digit of 9 of 40 such numbers
     ("Call me at 25700 11286." -> "... 25700 1286 ...", "712227" -> "71227"). The digits are cl100k's pieces of up to 3
-    digits each, so a long number is a run of pieces to copy in order, like a name. Until stage 19 a second group had at
-    most 5 digits, and stage 19 wrote "0176 5551234" as "0176 92".
+    digits each, so a long number is a run of pieces to copy in order, like a name. A model that
+    practised second groups of at most 5 digits wrote "0176 5551234" as "0176 92".
 
     ``repeats``: the chance that a digit after the first of its group repeats the one before, on top of the one in ten
-    of a fresh draw. Why: this project's vocabulary spells most numbers digit by digit, and stage 20 shortened a run of
+    of a fresh draw. Why: this project's vocabulary spells most numbers digit by digit, and an earlier model shortened a run of
     equal digits in 2 of the 40 long numbers and 2 of the 30 phone numbers of tests/test_names.py ("712227" -> "71227",
     "053330617" -> "05330617", "225557" -> "22557", "193655" -> "19365"): it loses count inside a run, and fresh draws
     alone put a run of three in about 4 % of the numbers (0.3: about 40 %). 0 (the default) draws exactly as before,
@@ -104,7 +104,7 @@ def random_grouped_number(rng: random.Random) -> str:
     thousands separators, half of them round ("3,700,000", "12,000", "48,213"); else a decimal of 1-3 digits before
     the point and 1-2 after ("3.5", "12.50"). ``german_number`` gives the German side.
 
-    Why: stage 20 wrote "The town has 12,000 people." as "... zwölf Menschen.", "1,800,000" as "1,000" and "2,499"
+    Why: an earlier model wrote "The town has 12,000 people." as "... zwölf Menschen.", "1,800,000" as "1,000" and "2,499"
     as "2,4999": the corpora's 167 English training pairs with a thousands separator are written in German with a
     dot, a space, no separator or a number word, so no verbatim swap ever practised them."""
     if rng.random() < 0.75:

@@ -19,7 +19,7 @@ def british_spelling(text: str, keep: Iterable[str] = ()) -> str:
     ``keep`` as they are (the swapper keeps the words its German side copies: a name such as "Gray" is no spelling).
 
     Why: the corpora's English is American (4,075 of 221,006 training pairs hold a word breame spells otherwise in
-    Britain, almost none the British form), and stage 20 wrote "My favourite colour is blue." as "Mein Favouriter ist
+    Britain, almost none the British form), and an earlier model wrote "My favourite colour is blue." as "Mein Favouriter ist
     blau." and "20 metres" as "20 Meister" ("favorite color", "meters": right). English in German schools is British.
     breame (Apache-2.0) is needed for training only, like Faker."""
     from breame.spelling import american_spelling_exists, get_british_spelling
