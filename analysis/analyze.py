@@ -223,6 +223,28 @@ def interventions_dict(interventions: Interventions) -> dict:
     }
 
 
+def settings_beam_search(
+    model: Transformer,
+    src_ids: Sequence[int],
+    settings: DecodeSettings,
+    interventions: Interventions,
+    budget: int,
+    enc: EncoderResult | None = None,
+):
+    """``model.decoding.beam_search`` of ``src_ids`` with the beam size, α and stopping rule of ``settings``, at most
+    ``budget`` new pieces (``enc``: this source's encoding, if already computed). Returns its ``BeamResult``."""
+    return beam_search(
+        model,
+        src_ids,
+        beam_size=settings.beam_size,
+        alpha=settings.alpha,
+        early_stop=settings.early_stop,
+        interventions=interventions,
+        max_new=budget,
+        enc=enc,
+    )
+
+
 @torch.inference_mode()
 def analyze(
     model: Transformer,
@@ -244,16 +266,7 @@ def analyze(
     enc = model.encode(src_t, interventions, need_weights=True)
     beam = None
     if settings.method == "beam":
-        res = beam_search(
-            model,
-            src.ids,
-            beam_size=settings.beam_size,
-            alpha=settings.alpha,
-            early_stop=settings.early_stop,
-            interventions=interventions,
-            max_new=budget,
-            enc=enc,
-        )
+        res = settings_beam_search(model, src.ids, settings, interventions, budget, enc)
         out = res.hypotheses[0][0]
         end = res.nodes[res.best_path[-1]]
         finished = end.token == cfg.eos_id

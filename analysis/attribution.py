@@ -45,9 +45,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from analysis.analyze import intervention_masks, only_result, padded_batches
+from analysis.analyze import intervention_masks, only_result, padded_batches, settings_beam_search
 from analysis.records import IG_SEGMENTS, IG_STEPS, Explanation, IGPart, IGResult, LayerLens, Maps, head_average, rollout
-from model.decoding import beam_search, generate_ids, max_new_tokens
+from model.decoding import generate_ids, max_new_tokens
 from model.facts import shift_right
 from model.settings import DecodeSettings
 from model.tokenizer import PieceTokenizer
@@ -597,16 +597,7 @@ def _translate(
     ``analysis.analyze.analyze`` decodes: beam search with its size, α and stopping rule, or greedy / sampling
     (temperature, top-k, top-p, seed) through ``generate_steps``."""
     if settings.method == "beam":
-        return beam_search(
-            model,
-            src_ids,
-            beam_size=settings.beam_size,
-            alpha=settings.alpha,
-            early_stop=settings.early_stop,
-            interventions=interventions,
-            max_new=budget,
-            enc=enc,
-        ).hypotheses[0][0]
+        return settings_beam_search(model, src_ids, settings, interventions, budget, enc).hypotheses[0][0]
     return generate_ids(
         model, src_ids, interventions=interventions, sampling=settings.sampling(), max_new=budget, need_weights=False, enc=enc
     )
