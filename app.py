@@ -180,6 +180,15 @@ def sidebar() -> tuple[str, Loaded, state.ModelFacts, DecodeSettings]:
 
 def main() -> None:
     st.set_page_config(page_title="Attention Explorer", page_icon="🔎", layout="wide")
+    # A class arriving at once (or following its teacher's change): first come, first drawn. The whole run waits
+    # for a slot, one per core; sharing the one GIL among 120 runs would finish them all together, late
+    # (bench/README.md, 14). A run waiting for the model worker gives its slot back meanwhile (ui.state).
+    with state.PAGE_RUNS:
+        draw()
+
+
+def draw() -> None:
+    """One run of the app: navigation, the room, the sidebar, the source box, then the page."""
     frame: state.Frame | None = None  # read below, after the navigation; the page runs last and is handed it
 
     def runs(spec: catalog.PageSpec) -> Callable[[], None]:
@@ -225,9 +234,8 @@ def main() -> None:
     room.panel()  # the class's box in the sidebar and the question being asked
     try:
         if spec.analysed:
-            frame = state.analyse_ahead(frame)  # outside the gate: a class's analyses wait for the model together, one batch
-        with state.PAGE_RUNS:  # a class arriving at once: first come, first drawn
-            current.run()
+            frame = state.analyse_ahead(frame)  # a class's analyses wait for the model together: one batch
+        current.run()
     except Exception:
         if DEBUG:
             raise
@@ -235,6 +243,7 @@ def main() -> None:
         st.error(
             _("Something went wrong while drawing this view. Try another input or setting; the details are in the server log.")
         )
+    room.after_page()  # a teacher's view goes to the class once this run has made its analysis and figures
 
 
 if __name__ == "__main__":  # streamlit runs this file as __main__; tests import its helpers

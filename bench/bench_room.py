@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -35,7 +36,9 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import bench_app as ba
 import bench_class as bc
+import benchlib as bl
 import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState
@@ -53,7 +56,8 @@ NEW_SENTENCE = "A red kite flies high above the quiet harbour."  # not an exampl
 
 
 class Student:
-    """One simulated browser in the room: its websocket, query string (room and seat), page hash, poll fragment."""
+    """One simulated browser in the room: its websocket (read all the time, as the browser does: the server may rerun
+    the app on its own, when the teacher's change is pushed), query string (room and seat), page hash, poll fragment."""
 
     def __init__(self, i: int, port: int, page: str, code: str | None, sentence: str = FIRST_SENTENCE):
         self.i, self.port, self.page = i, port, page
@@ -61,18 +65,24 @@ class Student:
         self.page_hash = ""
         self.fragment = ""
         self.interval = 1.5
+        self.timer_start = 0.0  # when the poll fragment's timer started (its first auto_rerun)
         self.ws = None
         self.rec: dict = {"errors": []}
-        self.lock = asyncio.Lock()
-        self.last_run: bc.Run | None = None
+        self.last_run: bc.Run | None = None  # the last finished run that drew elements
+        self.finished: asyncio.Queue = asyncio.Queue()  # (finished at, Run, whether it carried NEW_SENTENCE)
+        self.changed_at: float | None = None  # when the teacher's change was published
         self.seen_new = asyncio.Event()
+        self.reader: asyncio.Task | None = None
 
-    async def read(self, t0: float, deadline: float) -> tuple[bc.Run, bool]:
-        """Read ForwardMsgs until the run (and any rerun it asked for) finishes; (run, whether it carried the new
-        sentence). Keeps the query string, page hash and poll fragment the server sends, as the browser does."""
+    async def read_all(self) -> None:
+        """Read ForwardMsgs until the connection closes; each finished run (a rerun it asked for goes on in the same
+        run) goes to ``finished``. Keeps the query string, page hash and poll fragment the server sends."""
         run, carried = bc.Run(), False
         while True:
-            data = await asyncio.wait_for(self.ws.recv(), max(0.01, deadline - time.perf_counter()))
+            try:
+                data = await self.ws.recv()
+            except websockets.ConnectionClosed:
+                return
             msg = ForwardMsg()
             msg.ParseFromString(data)
             run.bytes += len(data)
@@ -83,6 +93,8 @@ class Student:
             elif kind == "page_info_changed":
                 self.query = msg.page_info_changed.query_string
             elif kind == "auto_rerun":
+                if self.fragment != msg.auto_rerun.fragment_id or self.interval != msg.auto_rerun.interval:
+                    self.timer_start = time.perf_counter()  # the browser (re)starts its timer on a new interval
                 self.fragment, self.interval = msg.auto_rerun.fragment_id, msg.auto_rerun.interval
             elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
                 el = msg.delta.new_element
@@ -91,11 +103,21 @@ class Student:
                 if etype == "exception":
                     run.errors.append(f"exception: {el.exception.message[:200]}")
             elif kind == "script_finished":
-                status = ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished)
-                if status == "FINISHED_EARLY_FOR_RERUN":
+                if ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished) == "FINISHED_EARLY_FOR_RERUN":
                     continue
-                run.status, run.seconds = status, time.perf_counter() - t0
-                return run, carried
+                now = time.perf_counter()
+                self.rec["errors"] += run.errors
+                self.last_run = run if run.elements else self.last_run
+                if self.changed_at is not None and "follow_s" not in self.rec:
+                    self.rec["runs_to_follow"] = self.rec.get("runs_to_follow", 0) + 1
+                if carried and self.changed_at is not None and "follow_s" not in self.rec:
+                    self.rec["follow_s"] = now - self.changed_at
+                    self.seen_new.set()
+                self.finished.put_nowait((now, run, carried))
+                run, carried = bc.Run(), False
+
+    async def next_run(self, timeout: float = bc.TIMEOUT_S) -> tuple[float, bc.Run, bool]:
+        return await asyncio.wait_for(self.finished.get(), timeout)
 
     async def send(self, widgets: list[WidgetState] | None = None, fragment: str | None = None) -> None:
         msg = ClientState(query_string=self.query, page_name=self.page, page_script_hash=self.page_hash)
@@ -111,25 +133,26 @@ class Student:
         self.ws = await websockets.connect(
             f"ws://{HOST}:{self.port}/_stcore/stream", subprotocols=["streamlit"], max_size=None, open_timeout=bc.TIMEOUT_S
         )
+        self.reader = asyncio.create_task(self.read_all())
         await self.send()
-        run, _ = await self.read(t0, t0 + bc.TIMEOUT_S)
-        self.rec["join_s"] = run.seconds
-        self.rec["errors"] += run.errors
-        self.last_run = run
+        done, _run, _ = await self.next_run()
+        self.rec["join_s"] = done - t0
 
-    async def poll(self, stop: asyncio.Event, changed_at: list[float]) -> None:
-        """Ask for the poll fragment's rerun every interval, as the browser does, until ``stop``."""
+    async def close(self) -> None:
+        await self.ws.close()
+        if self.reader:
+            await asyncio.gather(self.reader, return_exceptions=True)
+
+    async def poll(self, stop: asyncio.Event) -> None:
+        """Ask for the poll fragment's rerun every interval, as the browser does, until ``stop``: its ``setInterval``
+        starts when the fragment's ``auto_rerun`` first arrives (at the student's join) and restarts only when the
+        interval changes, so the class's polls are spread as their joins were."""
         while not stop.is_set():
-            await asyncio.sleep(self.interval)
-            async with self.lock:
-                t0 = time.perf_counter()
+            start, interval = self.timer_start, self.interval
+            ticks = int((time.perf_counter() - start) / interval) + 1
+            await asyncio.sleep(max(0.0, start + ticks * interval - time.perf_counter()))
+            if (start, interval) == (self.timer_start, self.interval) and not stop.is_set():
                 await self.send(fragment=self.fragment)
-                run, carried = await self.read(t0, t0 + bc.TIMEOUT_S)
-                self.rec["errors"] += run.errors
-                self.last_run = run if run.elements else self.last_run
-                if carried and changed_at and "follow_s" not in self.rec:
-                    self.rec["follow_s"] = time.perf_counter() - changed_at[0]
-                    self.seen_new.set()
 
     def widgets(self) -> dict:
         """The question's widgets on the last run: {"pills": (element, fragment), "send": element}."""
@@ -150,13 +173,20 @@ class Student:
         pills = WidgetState(id=w["pills"].id)
         pills.string_array_value.data.append(choice)
         send = WidgetState(id=w["send"].id, trigger_value=True)
-        async with self.lock:
-            t0 = time.perf_counter()
-            await self.send([pills, send], fragment=self.fragment)
-            run, _ = await self.read(t0, t0 + bc.TIMEOUT_S)
-            self.rec["answer_s"] = run.seconds
-            self.rec["errors"] += run.errors
+        t0 = time.perf_counter()
+        while not self.finished.empty():
+            self.finished.get_nowait()
+        await self.send([pills, send], fragment=self.fragment)
+        done, _run, _ = await self.next_run()
+        self.rec["answer_s"] = done - t0
         self.rec["sent"] = choice
+
+
+def stop_spy(spy) -> None:
+    """Stop a ``py-spy record`` (it writes its file on SIGINT)."""
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(30)
 
 
 def stats(xs: list[float]) -> dict:
@@ -178,34 +208,56 @@ async def no_room(port: int, page: str, n: int, window: float) -> dict:
     t_start = time.perf_counter()
     await asyncio.gather(*(s.join(i * window / n, t_start) for i, s in enumerate(students)))
     for s in students:
-        await s.ws.close()
+        await s.close()
     return stats([s.rec["join_s"] for s in students if "join_s" in s.rec])
 
 
 async def lesson(
-    pids: list[int], ports: list[int], port: int, page: str, n: int, window: float, store, model: str, baseline: bool
+    pids: list[int],
+    ports: list[int],
+    port: int,
+    page: str,
+    n: int,
+    window: float,
+    store,
+    model: str,
+    baseline: bool,
+    spy_to: Path | None = None,
 ) -> dict:
     code, secret = store.create({"page": page, "sentence": FIRST_SENTENCE, "model": model})
     for p in ports:  # the teacher's own screen on each replica, opened before the class (as bench_class's warm-up)
         warm = Student(-1, p, page, code)
         await warm.join(0, time.perf_counter())
-        await warm.ws.close()
+        await warm.close()
+    await asyncio.to_thread(bc.settle, pids)  # the model worker loaded, the server idle: the class arrives
     res = {}
     if baseline:
         res["no_room_first_screen"] = await no_room(port, page, n, window)
         await asyncio.sleep(5)  # the server idle again
     students = [Student(i, port, page, code) for i in range(n)]
+    spy = ba.start_py_spy(pids[0], spy_to.with_suffix(".join.txt"), rate=bc.SPY_RATE, gil=True) if spy_to else None
+    cpu0, own0, client0 = bc.cpu_seconds(pids), bc.cpu_seconds(pids, with_children=False), time.process_time()
     t_start = time.perf_counter()
     await asyncio.gather(*(s.join(i * window / n, t_start) for i, s in enumerate(students)))
     res["join"] = stats([s.rec["join_s"] for s in students if "join_s" in s.rec])
+    res["join"]["server_cpu_s"] = round(bc.cpu_seconds(pids, with_children=False) - own0, 1)
+    res["join"]["worker_cpu_s"] = round(bc.cpu_seconds(pids) - cpu0 - res["join"]["server_cpu_s"], 1)
+    res["join"]["wall_s"] = round(time.perf_counter() - t_start, 1)
+    res["join"]["client_cpu_s"] = round(time.process_time() - client0, 1)
+    res["join"]["by_arrival"] = [round(s.rec.get("join_s", -1), 2) for s in students[::10]]  # every 10th, in order
+    stop_spy(spy)
 
-    stop, changed_at = asyncio.Event(), []
-    pollers = [asyncio.create_task(s.poll(stop, changed_at)) for s in students]
+    stop = asyncio.Event()
+    pollers = [asyncio.create_task(s.poll(stop)) for s in students]
     await asyncio.sleep(1.0)  # every student polling
     cpu0, t0 = bc.cpu_seconds(pids), time.perf_counter()
     await asyncio.sleep(4.0)
     res["idle_polling_cores"] = round((bc.cpu_seconds(pids) - cpu0) / (time.perf_counter() - t0), 2)
-    changed_at.append(time.perf_counter())
+    spy = ba.start_py_spy(pids[0], spy_to.with_suffix(".follow.txt"), rate=bc.SPY_RATE, gil=True) if spy_to else None
+    own0, client0 = bc.cpu_seconds(pids, with_children=False), time.process_time()
+    changed_at = time.perf_counter()
+    for s in students:
+        s.changed_at = changed_at
     store.publish(code, secret, store.room(code).view | {"sentence": NEW_SENTENCE})
     try:
         await asyncio.wait_for(asyncio.gather(*(s.seen_new.wait() for s in students)), 60)
@@ -213,6 +265,11 @@ async def lesson(
         pass
     res["follow"] = stats([s.rec["follow_s"] for s in students if "follow_s" in s.rec])
     res["follow"]["missed"] = sum("follow_s" not in s.rec for s in students)
+    res["follow"]["runs_per_student"] = round(statistics.mean(s.rec.get("runs_to_follow", 0) for s in students), 2)
+    res["follow"]["server_cpu_s"] = round(bc.cpu_seconds(pids, with_children=False) - own0, 1)  # polls included
+    res["follow"]["wall_s"] = round(time.perf_counter() - changed_at, 1)
+    res["follow"]["client_cpu_s"] = round(time.process_time() - client0, 1)  # the 120 simulated browsers, this process
+    stop_spy(spy)
 
     options = ["Ein", "Der", "Hund", "Die", "Das", "Eine", "Zwei", "Ich"]
     q = store.ask(code, secret, "next", "Which word comes first?", options, {"probs": [0.125] * 8, "best": "Ein"})
@@ -222,9 +279,11 @@ async def lesson(
     t_start = time.perf_counter()
     await asyncio.gather(*(s.answer(i * window / n, t_start, options[i % 8]) for i, s in enumerate(students)))
     stop.set()
+    for p in pollers:
+        p.cancel()
     await asyncio.gather(*pollers, return_exceptions=True)
     for s in students:
-        await s.ws.close()
+        await s.close()
     answers = store.answers(code, q.id)
     sent = {s.i: s.rec.get("sent") for s in students if s.rec.get("sent")}
     got = [a.choice for a in answers]
@@ -248,6 +307,7 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=1)
     ap.add_argument("--redis-url", default=None, help="the room store the replicas share (default: a SQLite file)")
     ap.add_argument("--baseline", action="store_true", help="first measure N students on one sentence without a room")
+    ap.add_argument("--py-spy", action="store_true", help="profile the server during the join and the follow")
     args = ap.parse_args()
     n = min(args.n, MAX_STUDENTS)
     url = args.redis_url or f"sqlite:///{Path(tempfile.mkdtemp(prefix='bench-room-')) / 'rooms.sqlite3'}"
@@ -258,11 +318,27 @@ def main() -> None:
         cpu0 = bc.cpu_seconds(server.pids)
         t0 = time.perf_counter()
         res = asyncio.run(
-            lesson(server.pids, server.ports, server.port, args.page, n, args.window, store, args.model, args.baseline)
+            lesson(
+                server.pids,
+                server.ports,
+                server.port,
+                args.page,
+                n,
+                args.window,
+                store,
+                args.model,
+                args.baseline,
+                bl.RESULTS / "logs" / "room-py-spy" if args.py_spy else None,
+            )
         )
         res["server_cpu_s"] = round(bc.cpu_seconds(server.pids) - cpu0, 1)
         res["wall_s"] = round(time.perf_counter() - t0, 1)
     res["setup"] = {"n": n, "window_s": args.window, "page": args.page, "replicas": args.replicas, "store": url.split(":")[0]}
+    if args.py_spy:
+        for phase in ("join", "follow"):
+            f = (bl.RESULTS / "logs" / "room-py-spy").with_suffix(f".{phase}.txt")
+            if f.exists():
+                res[f"py_spy_{phase}"] = [(k, round(v, 3)) for k, v in bc.work_shares(f)]
     print(json.dumps(res, indent=1))
 
 

@@ -12,12 +12,14 @@ once with 1 torch thread each 3.1-3.3 s, 3.7-4.0 s of CPU.
 (waiting threads use no CPU). Inside, the calling thread runs torch with ``threads`` intra-op threads:
 set on every entry, because with OpenMP the setting belongs to the thread that makes it. A thread that
 already holds a slot enters again without waiting (a cached call inside a cached call cannot deadlock).
+Waiting threads are served first come, first served: a slot given back goes to the longest waiter.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -43,8 +45,33 @@ class CallLimit:
         if slots < 1 or threads < 1:
             raise ValueError(f"slots and threads must be at least 1, got slots={slots}, threads={threads}")
         self.slots, self.threads = slots, threads
-        self._free = threading.BoundedSemaphore(slots)
+        self._lock = threading.Lock()  # guards the two below
+        self._free = slots  # slots no thread holds
+        self._waiters: deque[threading.Lock] = deque()  # one locked gate per waiting thread, longest waiting first
         self._held = threading.local()  # .depth: how many ``with`` blocks this thread is inside
+
+    def _acquire(self, *, blocking: bool = True) -> bool:
+        """Take a slot: a free one if nobody waits, else wait in line until a leaving thread hands its slot over (no
+        newcomer can take it first, as it could from a plain semaphore). False if not ``blocking`` and none is free."""
+        with self._lock:
+            if self._free and not self._waiters:
+                self._free -= 1
+                return True
+            if not blocking:
+                return False
+            gate = threading.Lock()
+            gate.acquire()
+            self._waiters.append(gate)
+        gate.acquire()  # opened by _release: the slot is this thread's now
+        return True
+
+    def _release(self) -> None:
+        """Give a slot back: to the thread that has waited longest, else to the free ones."""
+        with self._lock:
+            if self._waiters:
+                self._waiters.popleft().release()
+            else:
+                self._free += 1
 
     @classmethod
     def for_cores(cls, cores: int | None = None) -> CallLimit:
@@ -55,8 +82,7 @@ class CallLimit:
     def __enter__(self) -> CallLimit:
         depth = getattr(self._held, "depth", 0)
         if depth == 0:
-            self._free.acquire()
-            self._held.slot = True
+            self._held.slot = self._acquire()
         self._held.depth = depth + 1
         torch.set_num_threads(self.threads)
         return self
@@ -65,7 +91,7 @@ class CallLimit:
         self._held.depth -= 1
         if self._held.depth == 0 and self._held.slot:
             self._held.slot = False
-            self._free.release()
+            self._release()
 
     @contextmanager
     def released(self) -> Iterator[None]:
@@ -81,9 +107,9 @@ class CallLimit:
             yield
             return
         self._held.slot = False
-        self._free.release()
+        self._release()
         try:
             yield
         finally:
-            self._held.slot = self._free.acquire(blocking=False)
+            self._held.slot = self._acquire(blocking=False)
             torch.set_num_threads(self.threads)

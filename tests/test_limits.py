@@ -78,15 +78,15 @@ def test_a_released_slot_lets_another_thread_in_and_is_taken_back():
         holder_done.set()
         other_out.set()
         t.join(5)
-    assert limit._free.acquire(blocking=False), "the other gave its slot back; the holder had none to give"
-    limit._free.release()
+    assert limit._acquire(blocking=False), "the other gave its slot back; the holder had none to give"
+    limit._release()
     assert holder_done.is_set()
     with limit:
         with limit.released():  # nobody else: the slot is free after the block and taken back
             pass
-        assert limit._held.slot and not limit._free.acquire(blocking=False), "the holder has the slot again"
-    assert limit._free.acquire(blocking=False), "given back at the outermost exit"
-    limit._free.release()
+        assert limit._held.slot and not limit._acquire(blocking=False), "the holder has the slot again"
+    assert limit._acquire(blocking=False), "given back at the outermost exit"
+    limit._release()
     with limit.released():  # a thread without a slot: unchanged
         assert getattr(limit._held, "depth", 0) == 0
 
@@ -108,8 +108,8 @@ def test_a_holder_without_its_slot_gives_back_nothing():
             assert entered.wait(5)
     leave.set()
     t.join(5)
-    assert limit._free.acquire(blocking=False) and not limit._free.acquire(blocking=False), "still exactly one slot"
-    limit._free.release()
+    assert limit._acquire(blocking=False) and not limit._acquire(blocking=False), "still exactly one slot"
+    limit._release()
 
 
 def test_each_call_runs_torch_with_its_threads():
@@ -160,3 +160,27 @@ def test_results_from_many_threads_equal_one_by_one():
         for kind in ("enc_self", "dec_self", "cross"):
             np.testing.assert_array_equal(getattr(maps, kind), getattr(maps_1, kind))
         np.testing.assert_array_equal(maps.next_probs, maps_1.next_probs)
+
+
+def test_a_slot_given_back_goes_to_the_longest_waiter():
+    """First come, first served: a slot given back goes to the thread that has waited longest, never to one that
+    arrives after it (a class arriving at once is drawn in the order it arrived; with a plain semaphore a newcomer can
+    take the slot before the woken waiter does, and the waiter then queues again at the back)."""
+    limit = CallLimit(1)
+    order = []
+
+    def waiter(name: str) -> None:
+        with limit:
+            order.append(name)
+
+    with limit:
+        order.append("first")
+        threads = [threading.Thread(target=waiter, args=(f"w{i}",)) for i in range(3)]
+        for t in threads:  # one by one, so each is at the door before the next
+            t.start()
+            time.sleep(0.1)
+    with limit:  # arrives last, at the moment the slot is given back
+        order.append("newcomer")
+    for t in threads:
+        t.join(5)
+    assert order == ["first", "w0", "w1", "w2", "newcomer"]

@@ -88,8 +88,7 @@ def source_box(task: str) -> str:
     text, cut to ``MAX_CHARS`` characters (with a warning that says so). A reverse model's input that is not single
     letters gets a note, not a refusal."""
     examples = catalog.EXAMPLES[task]
-    box_column, examples_column = st.columns([3, 1], vertical_alignment="bottom")
-    with box_column:
+    with st.container(horizontal=True, vertical_alignment="bottom"):  # one block (columns would be three)
         text = st.text_input(
             _("Source sentence") if task == "translate" else _("Source sequence (single letters, each after a space)"),
             examples[0],
@@ -99,7 +98,6 @@ def source_box(task: str) -> str:
             on_change=state.reset_per_input_state,
             placeholder=_("Type a sentence and press Enter"),
         )
-    with examples_column:
         st.selectbox(
             _("Examples"),
             examples,
@@ -107,6 +105,7 @@ def source_box(task: str) -> str:
             key=keys.EXAMPLE,
             on_change=state.use_example,
             placeholder=_("Pick an example…"),
+            width=280,
         )
     text = (text or "")[:MAX_CHARS]
     cut_warning(keys.SENTENCE, text)

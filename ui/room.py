@@ -33,7 +33,9 @@ from ui.widgets import md_escape
 
 log = logging.getLogger("attention_explorer")
 
-POLL_S = 1.5  # how often a student's app asks whether the room changed (the teacher's: publishes, draws answers)
+POLL_S = 1.5  # how often the teacher's app publishes and draws the answers (and a student's, where nothing pushes)
+PUSH_S = 0.25  # how often the process's watcher reads the version of each room its students follow
+SAFETY_POLL_S = 10.0  # a pushed student's own poll: it catches a change that no push brought (e.g. a dropped rerun)
 VERSION_TTL_S = 0.5  # a room's version read from the store is reused this long by every session of the process
 # What a student follows: session key -> its type (the teacher's widgets' values, as the teacher's session holds them)
 FOLLOW = {
@@ -61,7 +63,105 @@ _versions: dict[str, tuple[float, int]] = {}  # code -> (read at, version): one 
 # (120 answers take ~50 ms to grade; after the reveal the answers are closed, so every student's poll hits)
 _graded: dict[tuple, object] = {}
 _graded_lock = threading.Lock()
+_full_run = threading.local()  # .active: this thread is in a full run's ``panel`` (not a fragment's own run)
 MAX_GRADED = 64
+
+
+class Watcher:
+    """Pushes the teacher's change to the students of this server process: one thread reads the version of every
+    room a student here follows (one store read per room every ``PUSH_S``, SQLite or the Redis the replicas share)
+    and reruns the app of each following student whose screen shows an older version.
+
+    Polling instead cost every student a fragment run every ``POLL_S`` (120 students: 0.3-0.4 of the one core a
+    Streamlit process has, during the teacher's change too) and up to ``POLL_S`` of waiting (bench/README.md, 14).
+    A rerun is asked for as Streamlit's own file watcher asks for one: ``AppSession.request_rerun`` with the
+    session's last client state (its page and query string; the widgets keep their values). Where there is no
+    Streamlit runtime (AppTest) nothing is pushed and students poll every ``POLL_S``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rooms: dict[str, dict[str, int]] = {}  # code -> {session id: the version its screen shows}
+        self._pushed: dict[str, int] = {}  # session id -> the version last pushed to it (one push per version)
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def session_id() -> str | None:
+        """This run's session id, where a Streamlit runtime can rerun it (a real server; not AppTest)."""
+        from streamlit import runtime
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        ctx = get_script_run_ctx()
+        if ctx is None or not runtime.exists() or runtime.get_instance().get_app_session(ctx.session_id) is None:
+            return None
+        return ctx.session_id
+
+    def follow(self, code: str, session_id: str, shown: int) -> None:
+        """Session ``session_id`` follows room ``code`` and shows its version ``shown``."""
+        with self._lock:
+            for other, sessions in self._rooms.items():
+                if other != code:
+                    sessions.pop(session_id, None)
+            self._rooms.setdefault(code, {})[session_id] = shown
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="room-watcher", daemon=True)
+                self._thread.start()
+
+    def forget(self, session_id: str) -> None:
+        """Session ``session_id`` follows no room (it left, explores on its own, or leads one)."""
+        with self._lock:
+            for sessions in self._rooms.values():
+                sessions.pop(session_id, None)
+            self._pushed.pop(session_id, None)
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(PUSH_S)
+            try:
+                self.push_once()
+            except Exception:  # a store that is down for a moment: the next round tries again
+                log.exception("room watcher")
+
+    def push_once(self) -> int:
+        """One round: rerun every following session whose room changed since its screen was drawn; how many."""
+        with self._lock:
+            rooms = {code: dict(sessions) for code, sessions in self._rooms.items() if sessions}
+            for code in [c for c, sessions in self._rooms.items() if not sessions]:
+                del self._rooms[code]
+        pushed = 0
+        for code, sessions in rooms.items():
+            try:
+                version = store().version(code)
+            except RoomNotFound:  # expired: each student's next run says so
+                version = None
+            _versions[code] = (time.monotonic(), version) if version is not None else _versions.get(code, (0.0, 0))
+            for session_id, shown in sessions.items():
+                if version is not None and shown >= version:
+                    continue
+                with self._lock:
+                    if self._pushed.get(session_id) == version:
+                        continue
+                    self._pushed[session_id] = version
+                pushed += self._rerun(session_id)
+        return pushed
+
+    def _rerun(self, session_id: str) -> int:
+        from streamlit import runtime
+        from streamlit.proto.ClientState_pb2 import ClientState
+
+        session = runtime.get_instance().get_app_session(session_id) if runtime.exists() else None
+        last = getattr(session, "_client_state", None)
+        if session is None or last is None:  # closed (or a Streamlit without it: the student's poll follows)
+            self.forget(session_id)
+            return 0
+        state = ClientState()
+        state.CopyFrom(last)
+        state.fragment_id = ""  # the whole app
+        session.request_rerun(state)
+        return 1
+
+
+WATCHER = Watcher()
 
 
 def say(e: Exception) -> str:
@@ -162,6 +262,8 @@ def start(view: dict) -> Membership | None:
 def leave() -> None:
     """Leave the room (a callback)."""
     st.session_state.pop(keys.ROOM_SESSION, None)
+    if session_id := Watcher.session_id():
+        WATCHER.forget(session_id)
     for k in (keys.ROOM, keys.SEAT, keys.TEACH):
         st.query_params.pop(k, None)
 
@@ -220,6 +322,8 @@ def arrive(pages: dict, current) -> None:
     if current.url_path and current.url_path != "room":
         m.page = current.url_path
     if (m.teacher and m.applied) or not m.following:  # a teacher takes the room's view once, on a teacher link
+        if session_id := Watcher.session_id():
+            WATCHER.forget(session_id)
         return
     try:
         room = store().room(m.code)
@@ -228,8 +332,11 @@ def arrive(pages: dict, current) -> None:
         leave()
         return
     _versions[m.code] = (time.monotonic(), room.version)
-    if room.version != m.applied:
-        m.applied = room.version
+    changed = room.version != m.applied
+    m.applied = room.version
+    if session_id := Watcher.session_id():
+        WATCHER.follow(m.code, session_id, room.version)  # before a page switch: the switched run registers again
+    if changed:
         apply_view(room.view, pages, current.url_path, m)
 
 
@@ -275,7 +382,19 @@ def panel() -> None:
     if m is None:
         return
     sidebar_box(m)
-    live()
+    _full_run.active = True  # the teacher's view is published after the page (``after_page``), not from here
+    try:
+        live()
+    finally:
+        _full_run.active = False
+
+
+def after_page() -> None:
+    """After the page has run: a teacher's view is published now, so that the students' apps, rerun by the change,
+    find the teacher's analysis and figures made (``ui.state``, ``ui.figures``) instead of waiting for them."""
+    m = membership()
+    if m is not None and m.teacher:
+        publish(m)
 
 
 def publish(m: Membership) -> None:
@@ -302,8 +421,15 @@ def question_now(m: Membership, version: int) -> Question | None:
     return m.question[1]
 
 
-@st.fragment(run_every=POLL_S)
 def live() -> None:
+    """The room's live part, a fragment that polls: every ``POLL_S`` for the teacher and for a student nothing
+    pushes to (``Watcher``), else every ``SAFETY_POLL_S``."""
+    m = membership()
+    pushed = not m.teacher and m.following and Watcher.session_id() is not None
+    st.fragment(poll, run_every=SAFETY_POLL_S if pushed else POLL_S)()
+
+
+def poll() -> None:
     """Poll the room: a following student's app reruns when the version changed; the teacher publishes; both see
     the question being asked (students answer it, the teacher sees the answers come in and reveals)."""
     m = membership()
@@ -316,7 +442,8 @@ def live() -> None:
         leave()
         st.rerun(scope="app")
     if m.teacher:
-        publish(m)
+        if not getattr(_full_run, "active", False):  # a fragment's run (e.g. the layer slider's): publish it now
+            publish(m)
     elif m.following and version != m.applied:
         st.rerun(scope="app")
     q = question_now(m, version)

@@ -46,9 +46,11 @@ MODELS_DIR = Path(os.environ.get("ATTENTION_EXPLORER_MODELS", PRETRAINED))  # fo
 MODEL_ORDER = ("en-de", "en-de-captions", "reverse")  # listed first, in this order; the first is the default
 TOP_K = STEP_CANDIDATES  # candidates shown per decoding step (analyze keeps as many)
 MODEL_CALLS = CallLimit.for_cores()  # every model call below: a class of sessions at once does not oversubscribe the cores
-# Page runs at once (the page's figures, after the frame): more would only share one GIL, so that a class arriving
-# together finishes together, late; with one per core the first students are drawn first (bench/README.md, 8.)
-PAGE_RUNS = CallLimit.for_cores()
+# App runs at once (app.py's whole run): one, since the runs of one process share one GIL. More would take turns on
+# it with each other and with the thread that sends their messages, so a class arriving together would finish
+# together, late: 120 students joining a room within 3 s, p95 3.8 s with two at once, 1.5 s with one (bench/README.md,
+# 14). A run waiting for the model worker (a process of its own) gives its slot back meanwhile.
+PAGE_RUNS = CallLimit(1)
 # Model calls run in a worker process of its own (a GIL of its own); ATTENTION_EXPLORER_MODEL_PROCESS=0 keeps them in
 # this one. A page waiting for the worker gives its page slot back meanwhile: another page draws, and the analyses
 # waiting together go to the worker as one batch (bench/README.md, 8c)
@@ -368,6 +370,12 @@ class Ctx:
     def cfg(self):
         return self.loaded.model.cfg
 
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What ``analysis`` depends on (model, text, decoding settings), as plain values: the key of the figures
+        every session on this input shares (``ui.widgets.show(..., shared=...)``)."""
+        return (self.path, self.text, repr(self.settings))
+
     def under(self, interventions: Interventions) -> Analysis:
         """The analysis of this input under ``interventions``: ``analysis`` itself when ``interventions`` leaves the model unchanged, else
         ``run_analysis`` (cached)."""
@@ -387,9 +395,9 @@ class Ctx:
 
 
 def analyse_ahead(frame: Frame) -> Frame:
-    """The frame with its analysis (``run_analysis``, cached), computed before the page waits for its turn to draw
-    (app.py's ``PAGE_RUNS``): the sessions of a class waiting for the model meanwhile reach the worker together and go
-    as one batch (``analyze_many``), instead of one after another behind the page gate. A refused input is left to
+    """The frame with its analysis (``run_analysis``, cached), computed before the page draws. A run waiting for the
+    model worker gives its slot of ``PAGE_RUNS`` (app.py's gate) back meanwhile, so the sessions of a class arriving
+    together reach the worker together and go as one batch (``analyze_many``). A refused input is left to
     ``page_context``, which explains it (the frame is returned without an analysis)."""
     if frame.text.strip():
         try:

@@ -16,16 +16,16 @@ import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
+import i18n
 from analysis.records import MapView
 from i18n import N_, _
-from ui import catalog, keys
+from ui import catalog, figures, keys
 from viz import attention as va
 from viz import export as vx
 from viz import tokens as vt
 
 log = logging.getLogger("attention_explorer")
 
-PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 PROBABILITY = st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.3f")  # a 0..1 column of a table
 MAX_CHARS = 1000  # the longest text a box takes (the model reads at most max_len - 1 pieces of it anyway)
 
@@ -81,30 +81,37 @@ class MapCsv(NamedTuple):
         return cls(view.w, view.q_tokens, view.k_tokens, view.predicted, view.reasons)
 
 
-# Visually hidden, read by screen readers: a figure's text alternative (WCAG 1.1.1; docs/accessibility.md).
-SR_ONLY = (
-    "position:absolute;width:1px;height:1px;padding:0;margin:-1px;overflow:hidden;clip:rect(0,0,0,0);white-space:nowrap;border:0"
-)
-
-
-def show(fig, key: str, *, csv: MapCsv | None = None, on_select=None) -> None:
+def show(fig, key: str, *, shared: tuple | None = None, csv: MapCsv | None = None, on_select=None) -> None:
     """Place a figure with its exports: the figure as HTML and, for an attention map (``csv``), a CSV and a
     "Show as table" toggle (key ``{key}__table``) that lists the same numbers as a table of text.
 
     Before the chart, its text alternative (``alt_of``) for screen readers; with the sidebar's colour-blind-safe
     toggle on (``keys.SAFE_COLORS``), the figure is drawn in ``viz.attention.SAFE_COLORSCALE``.
+
+    ``shared``: ``fig`` is a function that builds the figure, and ``shared`` everything it depends on besides the
+    interface language and the colours (e.g. ``ctx.key`` and the kind): it is built once per process and shared by
+    every session asking for the same (``ui.figures``); a chart without ``on_select`` is then placed by replaying it.
     """
-    st.html(f'<p class="figure-alt" style="{SR_ONLY}">{html.escape(va.alt_of(fig))}</p>')
-    if st.session_state.get(keys.SAFE_COLORS):
-        fig = va.with_safe_colors(fig)
-    st.plotly_chart(
-        fig,
-        key=key,
-        theme=None,
-        config=PLOTLY_CONFIG,
-        on_select=on_select or "ignore",
-        selection_mode="points",
-    )
+    safe = bool(st.session_state.get(keys.SAFE_COLORS))
+    if shared is not None:
+        build = fig
+        full = (key, i18n.language(), safe, *shared)
+        fig = figures.shared_figure(full, (lambda: va.with_safe_colors(build())) if safe else build)
+        if on_select is None:
+            figures.placed_chart(full, key, fig)
+    else:
+        if safe:
+            fig = va.with_safe_colors(fig)
+    if shared is None or on_select is not None:
+        st.html(figures.alt_html(fig))
+        st.plotly_chart(
+            fig,
+            key=key,
+            theme=None,
+            config=figures.PLOTLY_CONFIG,
+            on_select=on_select or "ignore",
+            selection_mode="points",
+        )
     page = partial(vx.figure_html, fig)
     if csv is None:  # one button needs no row of its own (an element fewer per figure: a class at once, 8i)
         download(_("Figure (HTML)"), page, f"{key}.html", "text/html")
@@ -257,13 +264,11 @@ def pick_layer_head(n_layers: int, n_heads: int) -> tuple[int, int | None]:
     clamp = st.session_state.get(keys.LAYER, 1) > n_layers  # e.g. encoder layer 5 -> a 2-layer decoder
     if clamp:
         st.session_state[keys.LAYER] = n_layers
-    c1, c2 = st.columns(2)
-    with c1:
+    with st.container(horizontal=True):  # one block, not a row of two columns (three): a class reruns it often
         # The default, the last layer, is also where a link's layer beyond this kind's opens (the URL drops it). The
         # default must not change while the widget lives: the URL leaves out the default value.
         value = None if clamp else n_layers
         layer = slider_or_fixed(_("Layer"), 1, n_layers, key=keys.LAYER, value=value, bind="query-params")
-    with c2:
         head = head_slider(_("Head"), n_heads, key=keys.HEAD, bind="query-params")
     return layer - 1, head
 

@@ -5,6 +5,7 @@ attention of every head (Kobayashi et al. 2020)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import streamlit as st
 
@@ -21,10 +22,8 @@ from viz import tokens as vt
 @st.fragment
 def attention_panel(ctx: state.Ctx) -> None:
     """Mosaics and zoom of one analysis: the kind radio and the toggle rerun only this panel."""
-    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-    with c1:
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="large"):
         kind = url_radio(_("Attention kind"), KIND_NAMES, key=keys.KIND, default="cross", horizontal=True)
-    with c2:
         all_kinds = st.toggle(
             _("All three kinds"), key=keys.EVERY_KIND_MOSAIC, help=_("Draw the mosaics of all three kinds at once.")
         )
@@ -40,10 +39,8 @@ def attention_panel(ctx: state.Ctx) -> None:
         ),
     )
     for kd in KIND_NAMES if all_kinds else (kind,):
-        fig = va.attention_mosaic(
-            ctx.analysis.view(kd), title=_("{kind}: every layer (rows) × head (columns)").format(kind=_(KIND_NAMES[kd]))
-        )
-        show(fig, f"mosaic_{kd}")
+        title = _("{kind}: every layer (rows) × head (columns)").format(kind=_(KIND_NAMES[kd]))
+        show(partial(va.attention_mosaic, ctx.analysis.view(kd), title=title), f"mosaic_{kd}", shared=ctx.key)
         if norm:
             analysis = ctx.analysis
             maps = state.run_norm_maps(ctx.path, ctx.text, ctx.settings)
@@ -53,7 +50,7 @@ def attention_panel(ctx: state.Ctx) -> None:
             title = _("{kind}, norm-weighted: each key's share of ‖α f(x)‖ in its row (Kobayashi et al. 2020)").format(
                 kind=_(KIND_NAMES[kd])
             )
-            show(va.attention_mosaic(replace(view, measure="share"), title=title), f"norm_mosaic_{kd}")
+            show(partial(va.attention_mosaic, replace(view, measure="share"), title=title), f"norm_mosaic_{kd}", shared=ctx.key)
     st.subheader(_("Zoom"))
     c1, c2 = st.columns([3, 2])
     with c1:
@@ -62,8 +59,8 @@ def attention_panel(ctx: state.Ctx) -> None:
         # off by default: one chart fewer to draw each time the kind changes (the zoom also offers "mean")
         if st.toggle(_("Mean over heads, per layer"), key=keys.LAYER_MEANS, help=_("What each layer as a whole attends to.")):
             st.caption(_("Each layer's mean over its heads: what the layer as a whole attends to."))
-            fig = va.attention_mosaic(ctx.analysis.view(kind).layer_means(), title=_("Mean over heads, per layer"))
-            show(fig, "layer_average")
+            build = partial(va.attention_mosaic, ctx.analysis.view(kind).layer_means(), title=_("Mean over heads, per layer"))
+            show(build, "layer_average", shared=(*ctx.key, kind))
 
 
 @st.fragment
@@ -75,7 +72,13 @@ def attention_zoom(ctx: state.Ctx, kind: str) -> None:
     zoom = view.map(layer, head)
     w = zoom.w
     title = f"{_(KIND_NAMES[kind])}, {head_label(layer, head)}"
-    show(va.attention_heatmap(zoom, title=title), keys.ZOOM_CHART, csv=MapCsv.of(zoom), on_select="rerun")
+    show(
+        partial(va.attention_heatmap, zoom, title=title),
+        keys.ZOOM_CHART,
+        shared=(*ctx.key, kind, layer, head),
+        csv=MapCsv.of(zoom),
+        on_select="rerun",
+    )
     cell = clicked_cell(keys.ZOOM_CHART, *w.shape)
     if cell is None:
         st.caption(_("Click a cell to see what its query attends to in every head of this layer."))
@@ -97,14 +100,16 @@ def attention_zoom(ctx: state.Ctx, kind: str) -> None:
         )
     )
     row = view.attn[layer, :, qi, :]  # (H, K): this query's weights in each head
-    fig = vs.step_attention(
+    build = partial(
+        vs.step_attention,
         row,
         k,
         title=_("Query {qi} ({query}), layer {layer}").format(qi=qi, query=query, layer=layer + 1),
         query=q[qi],
         layer=layer,
     )
-    show(fig, "zoom_row", csv=MapCsv(row, [_("head {head}").format(head=h + 1) for h in range(row.shape[0])], k))
+    heads = [_("head {head}").format(head=h + 1) for h in range(row.shape[0])]
+    show(build, "zoom_row", shared=(*ctx.key, kind, layer, qi), csv=MapCsv(row, heads, k))
 
 
 def page(frame: state.Frame) -> None:

@@ -1,0 +1,61 @@
+"""Figures shared by every session of the server process: built once per input, language and colours, and placed by
+replaying the chart recorded the first time.
+
+A class in one room looks at one sentence: 120 students asked for the same mosaics, and each built them, turned them
+into plotly JSON and hashed that JSON for the chart's element id (bench/README.md, 14). Here a figure is made once
+per ``key`` (the page's inputs it depends on, with the interface language and the colour-blind switch), and a chart
+that is not a widget (no ``on_select``) is placed by ``st.cache_resource``'s element replay: its recorded message is
+sent again, nothing is built, converted or hashed. A figure from here is shared: never change it (``show`` and the
+exports only read it).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from viz import attention as va
+
+FIGURES_KEPT = 256  # figures kept per process (LRU): a room's pages and views, and the students exploring alone
+PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+# Visually hidden, read by screen readers: a figure's text alternative (WCAG 1.1.1; docs/accessibility.md).
+SR_ONLY = (
+    "position:absolute;width:1px;height:1px;padding:0;margin:-1px;overflow:hidden;clip:rect(0,0,0,0);white-space:nowrap;border:0"
+)
+
+
+class SharedFigure(go.Figure):
+    """A figure that many sessions show and nobody changes: its dict (``to_dict``) is made once. Plotly deep-copies
+    the whole figure on every ``to_dict``, and ``st.plotly_chart`` calls it for every session's chart; the dict
+    returned is shared too, so read it, never change it."""
+
+    def to_dict(self) -> dict:
+        made = self.__dict__.get("_made_dict")  # __dict__: plotly's __setattr__ accepts only its properties
+        if made is None:
+            made = self.__dict__["_made_dict"] = super().to_dict()
+        return made
+
+
+@st.cache_resource(max_entries=FIGURES_KEPT, show_spinner=False)
+def shared_figure(key: tuple, _build: Callable[[], go.Figure]) -> SharedFigure:
+    """``_build()``, called once per process for ``key`` (a tuple of str, int, float, bool: everything the figure
+    depends on); every later call with an equal ``key`` returns the same object. Sessions asking at once wait for the
+    first (Streamlit's per-key lock). Never change the figure returned."""
+    return SharedFigure(_build())
+
+
+def alt_html(fig: go.Figure) -> str:
+    """The figure's text alternative (``viz.attention.alt_of``) as visually hidden HTML, escaped."""
+    return f'<p class="figure-alt" style="{SR_ONLY}">{html.escape(va.alt_of(fig))}</p>'
+
+
+@st.cache_resource(max_entries=FIGURES_KEPT, show_spinner=False)
+def placed_chart(key: tuple, chart_key: str, _fig: go.Figure) -> None:
+    """Place ``_fig`` (its text alternative, then the chart, keyed ``chart_key``) where the caller is; recorded once
+    per (``key``, ``chart_key``) and replayed after: Streamlit sends the recorded elements again (``st.cache_resource``
+    replays the elements a cached function drew). For charts that are not widgets only (no selection)."""
+    st.html(alt_html(_fig))
+    st.plotly_chart(_fig, key=chart_key, theme=None, config=PLOTLY_CONFIG, on_select="ignore")
