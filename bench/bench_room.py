@@ -195,6 +195,7 @@ def stats(xs: list[float]) -> dict:
         return {}
     return {
         "n": len(xs),
+        "min": round(xs[0], 2),
         "p50": round(statistics.median(xs), 2),
         "p95": round(xs[min(len(xs) - 1, int(0.95 * len(xs)))], 2),
         "max": round(xs[-1], 2),
@@ -253,7 +254,7 @@ async def lesson(
     cpu0, t0 = bc.cpu_seconds(pids), time.perf_counter()
     await asyncio.sleep(4.0)
     res["idle_polling_cores"] = round((bc.cpu_seconds(pids) - cpu0) / (time.perf_counter() - t0), 2)
-    spy = ba.start_py_spy(pids[0], spy_to.with_suffix(".follow.txt"), rate=bc.SPY_RATE, gil=True) if spy_to else None
+    spy = ba.start_py_spy(pids[0], spy_to.with_suffix(".follow.txt"), rate=bc.SPY_RATE, gil=os.environ.get("X_ALLTHREADS") != "1") if spy_to else None
     own0, client0 = bc.cpu_seconds(pids, with_children=False), time.process_time()
     changed_at = time.perf_counter()
     for s in students:

@@ -21,6 +21,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -157,7 +158,11 @@ class Watcher:
         state = ClientState()
         state.CopyFrom(last)
         state.fragment_id = ""  # the whole app
-        session.request_rerun(state)
+        on_loop = getattr(session, "_call_soon_on_event_loop", None)  # its methods belong to the event loop's thread
+        if on_loop is not None:
+            on_loop(partial(session.request_rerun, state))
+        else:
+            session.request_rerun(state)
         return 1
 
 
@@ -200,7 +205,8 @@ class Membership:
     secret: str | None = None  # the teacher's control secret; None for a student
     seat: str = field(default_factory=codes.new_seat)
     following: bool = True  # a student follows the teacher (False: "Explore on my own")
-    applied: int = 0  # the room version this student's screen shows
+    applied: int = 0  # the room version this student's screen shows (a run that drew it to the end: ``after_page``)
+    drawing: int = 0  # the room version this run is drawing
     published: dict = field(default_factory=dict)  # the view this teacher last published
     page: str = "attention"  # the last page that is not /room
     question: tuple[int, Question | None] = (0, None)  # (version read at, the current question)
@@ -332,11 +338,10 @@ def arrive(pages: dict, current) -> None:
         leave()
         return
     _versions[m.code] = (time.monotonic(), room.version)
-    changed = room.version != m.applied
-    m.applied = room.version
-    if session_id := Watcher.session_id():
-        WATCHER.follow(m.code, session_id, room.version)  # before a page switch: the switched run registers again
-    if changed:
+    m.drawing = room.version
+    if room.version != m.applied:  # a student's: applied again by each run until one draws it to the end
+        if m.teacher:  # hers: taken once
+            m.applied = room.version
         apply_view(room.view, pages, current.url_path, m)
 
 
@@ -390,11 +395,20 @@ def panel() -> None:
 
 
 def after_page() -> None:
-    """After the page has run: a teacher's view is published now, so that the students' apps, rerun by the change,
-    find the teacher's analysis and figures made (``ui.state``, ``ui.figures``) instead of waiting for them."""
+    """After the page has run. A teacher's view is published now, so that the students' apps, rerun by the change,
+    find the teacher's analysis and figures made (``ui.state``, ``ui.figures``) instead of waiting for them. A
+    following student's screen now shows the version this run drew; the watcher pushes the next one."""
     m = membership()
-    if m is not None and m.teacher:
+    if m is None:
+        return
+    if m.teacher:
         publish(m)
+        return
+    if not m.following:
+        return
+    m.applied = m.drawing or m.applied
+    if session_id := Watcher.session_id():
+        WATCHER.follow(m.code, session_id, m.applied)
 
 
 def publish(m: Membership) -> None:
@@ -444,7 +458,7 @@ def poll() -> None:
     if m.teacher:
         if not getattr(_full_run, "active", False):  # a fragment's run (e.g. the layer slider's): publish it now
             publish(m)
-    elif m.following and version != m.applied:
+    elif m.following and version != m.applied and not getattr(_full_run, "active", False):  # a full run applied it
         st.rerun(scope="app")
     q = question_now(m, version)
     if q is None:
