@@ -188,14 +188,14 @@ def main() -> None:
 
 
 def draw() -> None:
-    """One run of the app: navigation, the room, the sidebar, the source box, then the page."""
-    frame: state.Frame | None = None  # read below, after the navigation; the page runs last and is handed it
+    """One run of the app: navigation, the room's arrival, the sidebar and the room's box, then ``body``."""
+    frames: list[state.Frame] = []  # the frame ``body`` made last: the argument of the page it runs
 
     def runs(spec: catalog.PageSpec) -> Callable[[], None]:
-        """What ``st.navigation`` runs for ``spec``: its module's ``page`` function, given this run's frame."""
+        """What ``st.navigation`` runs for ``spec``: its module's ``page`` function, given the frame ``body`` made."""
 
         def run() -> None:
-            importlib.import_module(spec.module).page(frame)
+            importlib.import_module(spec.module).page(frames[-1])
 
         return run
 
@@ -208,42 +208,56 @@ def draw() -> None:
     current = st.navigation([root, *pages.values()], position="top")
     cut_url_text(keys.SENTENCE)  # at the door: a link's long text is cut before anything (box, model) reads it
     follow_old_link(pages, current)
-    room.arrive(pages, current)  # a class's link; a following student takes the teacher's view
+    with room.full_run():
+        room.arrive(pages, current)  # a class's link; a following student takes the teacher's view
+        path, loaded, facts, settings = sidebar()
+        room.panel()  # the class's box in the sidebar and the question being asked
+        body(current, path, facts, settings, frames)
 
-    path, loaded, facts, settings = sidebar()
-    st.title("Attention Explorer")
-    task = facts.task
-    what = facts.summary or (
-        _("An English→German Transformer (Vaswani et al. 2017, trained by this project)")
-        if task == "translate"
-        else _("A toy letter-reversing Transformer (Vaswani et al. 2017, trained by this project)")
-    )
-    st.caption(
-        _(
-            "{what}. Type a sentence, then look at every attention map, step through decoding and change masks and heads "
-            "to see the effect."
-        ).format(what=what)
-    )
-    text = source_box(task)
-    spec = catalog.PAGE_BY_PATH.get(current.url_path, catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE])
-    if spec.path != "steps":
-        st.session_state[keys.PLAYING] = False  # "Play" belongs to the step view
-    st.caption(_(spec.teaches))
-    frame = state.Frame(path, text, settings, facts=facts)
-    st.session_state[keys.FRAME] = frame  # the model it used, for on_model_change; pages get the frame as an argument
-    room.panel()  # the class's box in the sidebar and the question being asked
-    try:
-        if spec.analysed:
-            frame = state.analyse_ahead(frame)  # a class's analyses wait for the model together: one batch
-        current.run()
-    except Exception:
-        if DEBUG:
-            raise
-        log.exception("page %s failed for %r", spec.path, text)
-        st.error(
-            _("Something went wrong while drawing this view. Try another input or setting; the details are in the server log.")
+
+@st.fragment
+def body(current: st.Page, path: str, facts: state.ModelFacts, settings: DecodeSettings, frames: list) -> None:
+    """The main area: title, source box, the page. A fragment, so that the teacher's new sentence, kind, layer, head
+    or step reaches a following student by rerunning this alone (``ui.room.Watcher``): the sidebar stays as it is.
+    Its own runs wait for the app's slot too (``state.PAGE_RUNS``; a full run holds it already)."""
+    with state.PAGE_RUNS:
+        room.catch_up()  # in this fragment's own run: take the teacher's change
+        st.title("Attention Explorer")
+        task = facts.task
+        what = facts.summary or (
+            _("An English→German Transformer (Vaswani et al. 2017, trained by this project)")
+            if task == "translate"
+            else _("A toy letter-reversing Transformer (Vaswani et al. 2017, trained by this project)")
         )
-    room.after_page()  # a teacher's view goes to the class once this run has made its analysis and figures
+        st.caption(
+            _(
+                "{what}. Type a sentence, then look at every attention map, step through decoding and change masks and "
+                "heads to see the effect."
+            ).format(what=what)
+        )
+        text = source_box(task)
+        spec = catalog.PAGE_BY_PATH.get(current.url_path, catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE])
+        if spec.path != "steps":
+            st.session_state[keys.PLAYING] = False  # "Play" belongs to the step view
+        st.caption(_(spec.teaches))
+        frame = state.Frame(path, text, settings, facts=facts)
+        st.session_state[keys.FRAME] = frame  # the model it used, for on_model_change; pages get the frame as argument
+        try:
+            if spec.analysed:
+                frame = state.analyse_ahead(frame)  # a class's analyses wait for the model together: one batch
+            frames.append(frame)
+            current.run()
+        except Exception:
+            if DEBUG:
+                raise
+            log.exception("page %s failed for %r", spec.path, text)
+            st.error(
+                _(
+                    "Something went wrong while drawing this view. Try another input or setting; the details are in the "
+                    "server log."
+                )
+            )
+        room.after_page()  # a teacher's view goes to the class once this run has made its analysis and figures
 
 
 if __name__ == "__main__":  # streamlit runs this file as __main__; tests import its helpers

@@ -254,7 +254,11 @@ async def lesson(
     cpu0, t0 = bc.cpu_seconds(pids), time.perf_counter()
     await asyncio.sleep(4.0)
     res["idle_polling_cores"] = round((bc.cpu_seconds(pids) - cpu0) / (time.perf_counter() - t0), 2)
-    spy = ba.start_py_spy(pids[0], spy_to.with_suffix(".follow.txt"), rate=bc.SPY_RATE, gil=os.environ.get("X_ALLTHREADS") != "1") if spy_to else None
+    spy = (
+        ba.start_py_spy(pids[0], spy_to.with_suffix(".follow.txt"), rate=bc.SPY_RATE, gil=os.environ.get("X_ALLTHREADS") != "1")
+        if spy_to
+        else None
+    )
     own0, client0 = bc.cpu_seconds(pids, with_children=False), time.process_time()
     changed_at = time.perf_counter()
     for s in students:

@@ -20,6 +20,8 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -55,6 +57,8 @@ FOLLOW = {
     keys.STEP: int,
     keys.LESSON: int,
 }
+# What the main area alone (app.py's ``body`` fragment) shows: a change of only these reruns it, not the sidebar
+BODY = frozenset({keys.SENTENCE, keys.KIND, keys.LAYER, keys.HEAD, keys.STEP, keys.LESSON})
 RESETS = (keys.SENTENCE, keys.MODEL)  # a change of either starts per-input state again (as the widgets' callbacks do)
 
 _store: RoomStore | None = None
@@ -82,7 +86,7 @@ class Watcher:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._rooms: dict[str, dict[str, int]] = {}  # code -> {session id: the version its screen shows}
+        self._rooms: dict[str, dict[str, Shown]] = {}  # code -> {session id: what its screen shows}
         self._pushed: dict[str, int] = {}  # session id -> the version last pushed to it (one push per version)
         self._thread: threading.Thread | None = None
 
@@ -97,8 +101,15 @@ class Watcher:
             return None
         return ctx.session_id
 
-    def follow(self, code: str, session_id: str, shown: int) -> None:
-        """Session ``session_id`` follows room ``code`` and shows its version ``shown``."""
+    @staticmethod
+    def fragment_id() -> str:
+        """The id of the fragment this code runs in ("" outside one): where a push of the main area goes."""
+        from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
+
+        return ThreadState.get().fragment_id or ""
+
+    def follow(self, code: str, session_id: str, shown: Shown) -> None:
+        """Session ``session_id`` follows room ``code`` and shows ``shown``."""
         with self._lock:
             for other, sessions in self._rooms.items():
                 if other != code:
@@ -133,20 +144,26 @@ class Watcher:
         for code, sessions in rooms.items():
             try:
                 version = store().version(code)
+                if all(shown.version >= version for shown in sessions.values()):
+                    continue
+                view = store().room(code).view
             except RoomNotFound:  # expired: each student's next run says so
-                version = None
-            _versions[code] = (time.monotonic(), version) if version is not None else _versions.get(code, (0.0, 0))
+                version, view = None, {}
+            else:
+                _versions[code] = (time.monotonic(), version)
             for session_id, shown in sessions.items():
-                if version is not None and shown >= version:
+                if version is not None and shown.version >= version:
                     continue
                 with self._lock:
                     if self._pushed.get(session_id) == version:
                         continue
                     self._pushed[session_id] = version
-                pushed += self._rerun(session_id)
+                changed = {k for k in set(view) | set(shown.view) if view.get(k) != shown.view.get(k)}
+                only_body = version is not None and changed and not (changed - BODY) and shown.body_fragment
+                pushed += self._rerun(session_id, shown.body_fragment if only_body else "")
         return pushed
 
-    def _rerun(self, session_id: str) -> int:
+    def _rerun(self, session_id: str, fragment_id: str = "") -> int:
         from streamlit import runtime
         from streamlit.proto.ClientState_pb2 import ClientState
 
@@ -157,7 +174,7 @@ class Watcher:
             return 0
         state = ClientState()
         state.CopyFrom(last)
-        state.fragment_id = ""  # the whole app
+        state.fragment_id = fragment_id  # "" : the whole app
         on_loop = getattr(session, "_call_soon_on_event_loop", None)  # its methods belong to the event loop's thread
         if on_loop is not None:
             on_loop(partial(session.request_rerun, state))
@@ -167,6 +184,16 @@ class Watcher:
 
 
 WATCHER = Watcher()
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a following student's screen shows: the room's version and the teacher's view it drew, and the id of the
+    fragment that drew the main area (app.py's ``body``; "" if unknown: then a push reruns the whole app)."""
+
+    version: int
+    view: dict
+    body_fragment: str = ""
 
 
 def say(e: Exception) -> str:
@@ -207,6 +234,8 @@ class Membership:
     following: bool = True  # a student follows the teacher (False: "Explore on my own")
     applied: int = 0  # the room version this student's screen shows (a run that drew it to the end: ``after_page``)
     drawing: int = 0  # the room version this run is drawing
+    shown_view: dict = field(default_factory=dict)  # the teacher's view this student's screen shows
+    drawing_view: dict = field(default_factory=dict)  # the teacher's view this run is drawing
     published: dict = field(default_factory=dict)  # the view this teacher last published
     page: str = "attention"  # the last page that is not /room
     question: tuple[int, Question | None] = (0, None)  # (version read at, the current question)
@@ -338,7 +367,7 @@ def arrive(pages: dict, current) -> None:
         leave()
         return
     _versions[m.code] = (time.monotonic(), room.version)
-    m.drawing = room.version
+    m.drawing, m.drawing_view = room.version, dict(room.view)
     if room.version != m.applied:  # a student's: applied again by each run until one draws it to the end
         if m.teacher:  # hers: taken once
             m.applied = room.version
@@ -387,11 +416,49 @@ def panel() -> None:
     if m is None:
         return
     sidebar_box(m)
-    _full_run.active = True  # the teacher's view is published after the page (``after_page``), not from here
+    live()
+
+
+@contextmanager
+def full_run() -> Iterator[None]:
+    """Marks app.py's full run (its fragments' own runs are not): there the teacher's view is published after the page
+    (``after_page``) and a student's taken before the sidebar (``arrive``), not by the poll or ``catch_up``."""
+    _full_run.active = True
     try:
-        live()
+        yield
     finally:
         _full_run.active = False
+
+
+def catch_up() -> None:
+    """In a run of app.py's ``body`` fragment alone (the watcher pushed the teacher's change, or the student changed a
+    widget of the main area): a following student takes the teacher's new sentence, kind, layer, head, step and
+    lesson step. A change of anything else (page, model, decoding) reruns the whole app, which ``arrive`` takes."""
+    m = membership()
+    if getattr(_full_run, "active", False) or m is None or m.teacher or not m.following:
+        return
+    try:
+        room = store().room(m.code)
+    except RoomNotFound as e:
+        st.session_state[keys.ROOM_NOTE] = say(e)
+        leave()
+        st.rerun(scope="app")
+    if room.version == m.applied:
+        return
+    changed = {k for k in set(room.view) | set(m.shown_view) if room.view.get(k) != m.shown_view.get(k)}
+    if changed - BODY:
+        st.rerun(scope="app")
+    m.drawing, m.drawing_view = room.version, dict(room.view)
+    if any(k in changed for k in RESETS):
+        from ui import state  # the callbacks' reset of per-input state (ui.state is the one module that reaches the model)
+
+        state.reset_per_input_state()
+    for k in changed & BODY:
+        if k in room.view:
+            try:
+                st.session_state[k] = FOLLOW[k](float(room.view[k])) if FOLLOW[k] is int else FOLLOW[k](room.view[k])
+            except ValueError:
+                continue
 
 
 def after_page() -> None:
@@ -406,9 +473,9 @@ def after_page() -> None:
         return
     if not m.following:
         return
-    m.applied = m.drawing or m.applied
+    m.applied, m.shown_view = (m.drawing, m.drawing_view) if m.drawing else (m.applied, m.shown_view)
     if session_id := Watcher.session_id():
-        WATCHER.follow(m.code, session_id, m.applied)
+        WATCHER.follow(m.code, session_id, Shown(m.applied, m.shown_view, Watcher.fragment_id()))
 
 
 def publish(m: Membership) -> None:
