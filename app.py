@@ -4,8 +4,9 @@ Start it with ``streamlit run app.py``. This script is the frame: page config, t
 decoding settings in the sidebar, the source sentence box (both in ``ui/inputs.py``), and ``st.navigation`` over one page per
 view (``ui/pages/*.py``, each at its own URL path: /translate, /attention, /steps, /positional, /masks,
 /stats, /shapes, /head, /compare, /explain, /lesson). Each page is a function, ``ui.pages.<page>.page(frame)``, that
-``st.navigation`` runs with this run's ``ui.state.Frame`` (model, sentence, decoding settings). It computes nothing
-itself: the pages call the caches in ``ui.state``.
+``body`` calls with this run's ``ui.state.Frame`` (model, sentence, decoding settings); ``body``, the main area, is a
+fragment, so that a class following its teacher reruns it alone (``ui.room``). It computes nothing itself: the pages
+call the caches in ``ui.state``.
 
 The URL holds sentence, model, method, kind, layer, head and step (short keys such as ``method=beam``,
 ``kind=cross``), so a teacher can share a link to exactly what she sees. Links of the single-page app
@@ -19,7 +20,6 @@ import importlib
 import logging
 import os
 import textwrap
-from collections.abc import Callable
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
@@ -189,37 +189,31 @@ def main() -> None:
 
 def draw() -> None:
     """One run of the app: navigation, the room's arrival, the sidebar and the room's box, then ``body``."""
-    frames: list[state.Frame] = []  # the frame ``body`` made last: the argument of the page it runs
 
-    def runs(spec: catalog.PageSpec) -> Callable[[], None]:
-        """What ``st.navigation`` runs for ``spec``: its module's ``page`` function, given the frame ``body`` made."""
-
-        def run() -> None:
-            importlib.import_module(spec.module).page(frames[-1])
-
-        return run
+    def never_run() -> None:  # the pages are drawn by ``body``, never through ``st.Page.run``
+        raise RuntimeError("app.py draws the page in body()")
 
     i18n.set_language_source(session_language)
-    pages = {spec.path: st.Page(runs(spec), title=_(spec.title), url_path=spec.path) for spec in catalog.PAGES}
-    # "/" runs Translate too (hidden), then follow_old_link moves it to /translate: every page has its own path.
-    root = st.Page(
-        runs(catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE]), title=_("Translate"), url_path="", default=True, visibility="hidden"
-    )
+    pages = {spec.path: st.Page(never_run, title=_(spec.title), url_path=spec.path) for spec in catalog.PAGES}
+    # "/" draws Translate too (hidden), then follow_old_link moves it to /translate: every page has its own path.
+    root = st.Page(never_run, title=_("Translate"), url_path="", default=True, visibility="hidden")
     current = st.navigation([root, *pages.values()], position="top")
     cut_url_text(keys.SENTENCE)  # at the door: a link's long text is cut before anything (box, model) reads it
     follow_old_link(pages, current)
     with room.full_run():
         room.arrive(pages, current)  # a class's link; a following student takes the teacher's view
-        path, loaded, facts, settings = sidebar()
+        path, _loaded, facts, settings = sidebar()
         room.panel()  # the class's box in the sidebar and the question being asked
-        body(current, path, facts, settings, frames)
+        spec = catalog.PAGE_BY_PATH.get(current.url_path, catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE])
+        body(spec, path, facts, settings)
 
 
 @st.fragment
-def body(current: st.Page, path: str, facts: state.ModelFacts, settings: DecodeSettings, frames: list) -> None:
-    """The main area: title, source box, the page. A fragment, so that the teacher's new sentence, kind, layer, head
-    or step reaches a following student by rerunning this alone (``ui.room.Watcher``): the sidebar stays as it is.
-    Its own runs wait for the app's slot too (``state.PAGE_RUNS``; a full run holds it already)."""
+def body(spec: catalog.PageSpec, path: str, facts: state.ModelFacts, settings: DecodeSettings) -> None:
+    """The main area: title, source box, the page ``spec`` (``ui.pages.<page>.page(frame)``, called here: a fragment
+    cannot rerun ``st.Page.run``, which runs once per app run). A fragment, so that the teacher's new sentence, kind,
+    layer, head or step reaches a following student by rerunning it alone (``ui.room.Watcher``): the sidebar stays as
+    it is. Its own runs wait for the app's slot too (``state.PAGE_RUNS``; a full run holds it already)."""
     with state.PAGE_RUNS:
         room.catch_up()  # in this fragment's own run: take the teacher's change
         st.title("Attention Explorer")
@@ -236,7 +230,6 @@ def body(current: st.Page, path: str, facts: state.ModelFacts, settings: DecodeS
             ).format(what=what)
         )
         text = source_box(task)
-        spec = catalog.PAGE_BY_PATH.get(current.url_path, catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE])
         if spec.path != "steps":
             st.session_state[keys.PLAYING] = False  # "Play" belongs to the step view
         st.caption(_(spec.teaches))
@@ -245,8 +238,7 @@ def body(current: st.Page, path: str, facts: state.ModelFacts, settings: DecodeS
         try:
             if spec.analysed:
                 frame = state.analyse_ahead(frame)  # a class's analyses wait for the model together: one batch
-            frames.append(frame)
-            current.run()
+            importlib.import_module(spec.module).page(frame)
         except Exception:
             if DEBUG:
                 raise

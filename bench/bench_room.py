@@ -71,6 +71,7 @@ class Student:
         self.last_run: bc.Run | None = None  # the last finished run that drew elements
         self.finished: asyncio.Queue = asyncio.Queue()  # (finished at, Run, whether it carried NEW_SENTENCE)
         self.changed_at: float | None = None  # when the teacher's change was published
+        self.asked_at: float | None = None  # when the teacher asked the question
         self.seen_new = asyncio.Event()
         self.reader: asyncio.Task | None = None
 
@@ -113,6 +114,10 @@ class Student:
                 if carried and self.changed_at is not None and "follow_s" not in self.rec:
                     self.rec["follow_s"] = now - self.changed_at
                     self.seen_new.set()
+                if self.asked_at is not None and "question_s" not in self.rec and any(
+                    k == "button" and el.button.label == "Send my answer" for k, el in run.elements.values()
+                ):
+                    self.rec["question_s"] = now - self.asked_at
                 self.finished.put_nowait((now, run, carried))
                 run, carried = bc.Run(), False
 
@@ -277,10 +282,13 @@ async def lesson(
     stop_spy(spy)
 
     options = ["Ein", "Der", "Hund", "Die", "Das", "Eine", "Zwei", "Ich"]
+    for s in students:
+        s.asked_at = time.perf_counter()
     q = store.ask(code, secret, "next", "Which word comes first?", options, {"probs": [0.125] * 8, "best": "Ein"})
     deadline = time.perf_counter() + 60
     while time.perf_counter() < deadline and not all(len(s.widgets()) == 2 for s in students):
         await asyncio.sleep(0.5)
+    res["question"] = stats([s.rec["question_s"] for s in students if "question_s" in s.rec])
     t_start = time.perf_counter()
     await asyncio.gather(*(s.answer(i * window / n, t_start, options[i % 8]) for i, s in enumerate(students)))
     stop.set()

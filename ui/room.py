@@ -159,9 +159,19 @@ class Watcher:
                         continue
                     self._pushed[session_id] = version
                 changed = {k for k in set(view) | set(shown.view) if view.get(k) != shown.view.get(k)}
-                only_body = version is not None and changed and not (changed - BODY) and shown.body_fragment
-                pushed += self._rerun(session_id, shown.body_fragment if only_body else "")
+                if version is not None and not changed and shown.live_fragment:  # a new question, or its reveal
+                    fragment = shown.live_fragment
+                elif version is not None and changed and not (changed - BODY):  # the main area's values only
+                    fragment = shown.body_fragment
+                else:
+                    fragment = ""
+                pushed += self._rerun(session_id, fragment)
         return pushed
+
+    def body_fragment(self, session_id: str) -> str:
+        """The main area's fragment id registered for ``session_id`` ("" if none)."""
+        with self._lock:
+            return next((s[session_id].body_fragment for s in self._rooms.values() if session_id in s), "")
 
     def _rerun(self, session_id: str, fragment_id: str = "") -> int:
         from streamlit import runtime
@@ -194,6 +204,7 @@ class Shown:
     version: int
     view: dict
     body_fragment: str = ""
+    live_fragment: str = ""  # the id of the room's live fragment (the question): a new question reruns it alone
 
 
 def say(e: Exception) -> str:
@@ -235,6 +246,7 @@ class Membership:
     applied: int = 0  # the room version this student's screen shows (a run that drew it to the end: ``after_page``)
     drawing: int = 0  # the room version this run is drawing
     shown_view: dict = field(default_factory=dict)  # the teacher's view this student's screen shows
+    live_fragment: str = ""  # the id of the fragment that shows the room's question (``poll``)
     drawing_view: dict = field(default_factory=dict)  # the teacher's view this run is drawing
     published: dict = field(default_factory=dict)  # the view this teacher last published
     page: str = "attention"  # the last page that is not /room
@@ -475,7 +487,7 @@ def after_page() -> None:
         return
     m.applied, m.shown_view = (m.drawing, m.drawing_view) if m.drawing else (m.applied, m.shown_view)
     if session_id := Watcher.session_id():
-        WATCHER.follow(m.code, session_id, Shown(m.applied, m.shown_view, Watcher.fragment_id()))
+        WATCHER.follow(m.code, session_id, Shown(m.applied, m.shown_view, Watcher.fragment_id(), m.live_fragment))
 
 
 def publish(m: Membership) -> None:
@@ -516,6 +528,7 @@ def poll() -> None:
     m = membership()
     if m is None:
         return
+    m.live_fragment = Watcher.fragment_id()
     try:
         version = room_version(m.code)
     except RoomNotFound as e:
@@ -526,7 +539,11 @@ def poll() -> None:
         if not getattr(_full_run, "active", False):  # a fragment's run (e.g. the layer slider's): publish it now
             publish(m)
     elif m.following and version != m.applied and not getattr(_full_run, "active", False):  # a full run applied it
-        st.rerun(scope="app")
+        if store().room(m.code).view != m.shown_view:
+            st.rerun(scope="app")
+        m.applied = m.drawing = version  # only the question changed: shown below, by this run
+        if session_id := Watcher.session_id():
+            WATCHER.follow(m.code, session_id, Shown(version, m.shown_view, WATCHER.body_fragment(session_id), m.live_fragment))
     q = question_now(m, version)
     if q is None:
         return

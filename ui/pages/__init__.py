@@ -1,2 +1,2 @@
-"""The app's pages, one module per view; each defines ``page(frame: ui.state.Frame)``, which app.py's
-``st.navigation`` runs (``ui.catalog.PAGES`` lists them by URL path)."""
+"""The app's pages, one module per view; each defines ``page(frame: ui.state.Frame)``, which app.py's ``body`` calls
+for the page ``st.navigation`` chose (``ui.catalog.PAGES`` lists them by URL path)."""
