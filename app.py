@@ -203,33 +203,37 @@ def draw() -> None:
     with room.full_run():
         room.arrive(pages, current)  # a class's link; a following student takes the teacher's view
         path, _loaded, facts, settings = sidebar()
+        heading(facts.task, facts.summary)
         room.panel()  # the class's box in the sidebar and the question being asked
         spec = catalog.PAGE_BY_PATH.get(current.url_path, catalog.PAGE_BY_PATH[catalog.DEFAULT_PAGE])
         body(spec, path, facts, settings)
 
 
+def heading(task: str, summary: str | None) -> None:
+    """The app's title and what the model is."""
+    st.title("Attention Explorer")
+    what = summary or (
+        _("An English→German Transformer (Vaswani et al. 2017, trained by this project)")
+        if task == "translate"
+        else _("A toy letter-reversing Transformer (Vaswani et al. 2017, trained by this project)")
+    )
+    st.caption(
+        _(
+            "{what}. Type a sentence, then look at every attention map, step through decoding and change masks and "
+            "heads to see the effect."
+        ).format(what=what)
+    )
+
+
 @st.fragment
 def body(spec: catalog.PageSpec, path: str, facts: state.ModelFacts, settings: DecodeSettings) -> None:
-    """The main area: title, source box, the page ``spec`` (``ui.pages.<page>.page(frame)``, called here: a fragment
+    """The main area: the source box and the page ``spec`` (``ui.pages.<page>.page(frame)``, called here: a fragment
     cannot rerun ``st.Page.run``, which runs once per app run). A fragment, so that the teacher's new sentence, kind,
     layer, head or step reaches a following student by rerunning it alone (``ui.room.Watcher``): the sidebar stays as
     it is. Its own runs wait for the app's slot too (``state.PAGE_RUNS``; a full run holds it already)."""
     with state.PAGE_RUNS:
         room.catch_up()  # in this fragment's own run: take the teacher's change
-        st.title("Attention Explorer")
-        task = facts.task
-        what = facts.summary or (
-            _("An English→German Transformer (Vaswani et al. 2017, trained by this project)")
-            if task == "translate"
-            else _("A toy letter-reversing Transformer (Vaswani et al. 2017, trained by this project)")
-        )
-        st.caption(
-            _(
-                "{what}. Type a sentence, then look at every attention map, step through decoding and change masks and "
-                "heads to see the effect."
-            ).format(what=what)
-        )
-        text = source_box(task)
+        text = source_box(facts.task)
         if spec.path != "steps":
             st.session_state[keys.PLAYING] = False  # "Play" belongs to the step view
         st.caption(_(spec.teaches))

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+from collections import Counter
 from pathlib import Path
 
 import bench_app as ba
@@ -59,9 +60,12 @@ class Student:
     """One simulated browser in the room: its websocket (read all the time, as the browser does: the server may rerun
     the app on its own, when the teacher's change is pushed), query string (room and seat), page hash, poll fragment."""
 
-    def __init__(self, i: int, port: int, page: str, code: str | None, sentence: str = FIRST_SENTENCE):
+    def __init__(
+        self, i: int, port: int, page: str, code: str | None, sentence: str = FIRST_SENTENCE, secret: str | None = None
+    ):
         self.i, self.port, self.page = i, port, page
-        self.query = urllib.parse.urlencode({"room": code} if code else {"sentence": sentence, "model": "en-de"})
+        room = {"room": code} | ({"teach": secret} if secret else {})
+        self.query = urllib.parse.urlencode(room if code else {"sentence": sentence, "model": "en-de"})
         self.page_hash = ""
         self.fragment = ""
         self.interval = 1.5
@@ -101,21 +105,33 @@ class Student:
                 el = msg.delta.new_element
                 etype = el.WhichOneof("type")
                 run.elements[tuple(msg.metadata.delta_path)] = (etype, el)
+                run.fragments[tuple(msg.metadata.delta_path)] = msg.delta.fragment_id
                 if etype == "exception":
                     run.errors.append(f"exception: {el.exception.message[:200]}")
+                elif etype == "alert" and el.alert.format == el.alert.ERROR:
+                    run.errors.append(f"error: {el.alert.body[:200]}")
             elif kind == "script_finished":
-                if ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished) == "FINISHED_EARLY_FOR_RERUN":
+                run.status = ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished)
+                if run.status == "FINISHED_EARLY_FOR_RERUN":
                     continue
                 now = time.perf_counter()
                 self.rec["errors"] += run.errors
                 self.last_run = run if run.elements else self.last_run
+                # the teacher's change is on the screen: the new sentence, and the page drawn with it (its charts)
+                carried = carried and not run.errors and any(k == "plotly_chart" for k, _el in run.elements.values())
                 if self.changed_at is not None and "follow_s" not in self.rec:
                     self.rec["runs_to_follow"] = self.rec.get("runs_to_follow", 0) + 1
+                    self.rec.setdefault("runs_seen", []).append(
+                        (round(now - self.changed_at, 2), run.status, carried, len(run.elements))
+                    )
                 if carried and self.changed_at is not None and "follow_s" not in self.rec:
                     self.rec["follow_s"] = now - self.changed_at
+                    self.rec["follow_run"] = run.status  # a fragment's run or the whole app's
                     self.seen_new.set()
-                if self.asked_at is not None and "question_s" not in self.rec and any(
-                    k == "button" and el.button.label == "Send my answer" for k, el in run.elements.values()
+                if (
+                    self.asked_at is not None
+                    and "question_s" not in self.rec
+                    and any(k == "button" and el.button.label == "Send my answer" for k, el in run.elements.values())
                 ):
                     self.rec["question_s"] = now - self.asked_at
                 self.finished.put_nowait((now, run, carried))
@@ -235,6 +251,8 @@ async def lesson(
         warm = Student(-1, p, page, code)
         await warm.join(0, time.perf_counter())
         await warm.close()
+    teacher = Student(-1, port, page, code, secret=secret)  # the teacher's own app (her teacher link), open all along
+    await teacher.join(0, time.perf_counter())
     await asyncio.to_thread(bc.settle, pids)  # the model worker loaded, the server idle: the class arrives
     res = {}
     if baseline:
@@ -264,11 +282,17 @@ async def lesson(
         if spy_to
         else None
     )
+    box, box_fragment = teacher.last_run.widget("Source sentence")
     own0, client0 = bc.cpu_seconds(pids, with_children=False), time.process_time()
     changed_at = time.perf_counter()
     for s in students:
         s.changed_at = changed_at
-    store.publish(code, secret, store.room(code).view | {"sentence": NEW_SENTENCE})
+    # the teacher types the new sentence in her own app (as her browser sends it): her app analyses it, draws it and
+    # publishes it to the room; the students' screens follow
+    while not teacher.finished.empty():
+        teacher.finished.get_nowait()
+    await teacher.send([WidgetState(id=box.text_input.id, string_value=NEW_SENTENCE)], fragment=box_fragment)
+    teacher_done = asyncio.create_task(teacher.next_run())
     try:
         await asyncio.wait_for(asyncio.gather(*(s.seen_new.wait() for s in students)), 60)
     except TimeoutError:
@@ -276,8 +300,12 @@ async def lesson(
     res["follow"] = stats([s.rec["follow_s"] for s in students if "follow_s" in s.rec])
     res["follow"]["missed"] = sum("follow_s" not in s.rec for s in students)
     res["follow"]["runs_per_student"] = round(statistics.mean(s.rec.get("runs_to_follow", 0) for s in students), 2)
+    res["follow"]["missed_runs"] = [s.rec.get("runs_seen") for s in students if "follow_s" not in s.rec][:3]
+    res["follow"]["runs"] = dict(Counter(s.rec.get("follow_run", "none") for s in students))
     res["follow"]["server_cpu_s"] = round(bc.cpu_seconds(pids, with_children=False) - own0, 1)  # polls included
     res["follow"]["wall_s"] = round(time.perf_counter() - changed_at, 1)
+    res["follow"]["published"] = store.room(code).view.get("sentence") == NEW_SENTENCE
+    res["follow"]["teacher_run_s"] = round((await teacher_done)[0] - changed_at, 2)  # her own app's run, publish included
     res["follow"]["client_cpu_s"] = round(time.process_time() - client0, 1)  # the 120 simulated browsers, this process
     stop_spy(spy)
 
@@ -295,7 +323,7 @@ async def lesson(
     for p in pollers:
         p.cancel()
     await asyncio.gather(*pollers, return_exceptions=True)
-    for s in students:
+    for s in [*students, teacher]:
         await s.close()
     answers = store.answers(code, q.id)
     sent = {s.i: s.rec.get("sent") for s in students if s.rec.get("sent")}

@@ -147,7 +147,6 @@ LAYOUT_JS = """() => {
     + '[data-testid=stMarkdownContainer] > p, [data-testid=stWidgetLabel], [data-testid=stPlotlyChart], '
     + '[data-testid=stTable], [data-testid=stDataFrame], .translation, .katex-display, [data-testid=stCaptionContainer]';
   const els = [...main.querySelectorAll(sel)].filter(e => {
-    if (e.closest('.figure-alt')) return false;
     const r = e.getBoundingClientRect(), cs = getComputedStyle(e);
     return r.width >= 2 && r.height >= 2 && cs.visibility !== 'hidden' && cs.opacity !== '0';
   });

@@ -31,7 +31,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates  # noqa: 
 from classroom.store import open_store  # noqa: E402
 
 FIRST, NEW, NEWER = " q r s", " z y x w v", " k j h"  # none is one of the examples (the picker lists those)
-PUSHED_WITHIN_S = 5.0  # the watcher reads every 0.25 s; a student polls only every 10 s when pushed
+PUSHED_WITHIN_S = 5.0  # the watcher reads every 0.1 s; a student polls only every 10 s when pushed
 
 
 class Student:

@@ -11,7 +11,6 @@ exports only read it).
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 
 import plotly.graph_objects as go
@@ -21,10 +20,6 @@ from viz import attention as va
 
 FIGURES_KEPT = 256  # figures kept per process (LRU): a room's pages and views, and the students exploring alone
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
-# Visually hidden, read by screen readers: a figure's text alternative (WCAG 1.1.1; docs/accessibility.md).
-SR_ONLY = (
-    "position:absolute;width:1px;height:1px;padding:0;margin:-1px;overflow:hidden;clip:rect(0,0,0,0);white-space:nowrap;border:0"
-)
 
 
 class SharedFigure(go.Figure):
@@ -47,15 +42,12 @@ def shared_figure(key: tuple, _build: Callable[[], go.Figure]) -> SharedFigure:
     return SharedFigure(_build())
 
 
-def alt_html(fig: go.Figure) -> str:
-    """The figure's text alternative (``viz.attention.alt_of``) as visually hidden HTML, escaped."""
-    return f'<p class="figure-alt" style="{SR_ONLY}">{html.escape(va.alt_of(fig))}</p>'
-
-
 @st.cache_resource(max_entries=FIGURES_KEPT, show_spinner=False)
-def placed_chart(key: tuple, chart_key: str, _fig: go.Figure) -> None:
-    """Place ``_fig`` (its text alternative, then the chart, keyed ``chart_key``) where the caller is; recorded once
-    per (``key``, ``chart_key``) and replayed after: Streamlit sends the recorded elements again (``st.cache_resource``
-    replays the elements a cached function drew). For charts that are not widgets only (no selection)."""
-    st.html(alt_html(_fig))
-    st.plotly_chart(_fig, key=chart_key, theme=None, config=PLOTLY_CONFIG, on_select="ignore")
+def placed_chart(key: tuple, chart_key: str, _build: Callable[[], go.Figure]) -> SharedFigure:
+    """Place the figure of ``key`` (``shared_figure``), keyed ``chart_key``, with its text alternative as the chart's
+    accessible name, where the caller is; returns the figure. Recorded once per (``key``, ``chart_key``) and replayed
+    after: Streamlit sends the recorded element again (``st.cache_resource`` replays the elements a cached function
+    drew). For charts that are not widgets only."""
+    fig = shared_figure(key, _build)
+    st.plotly_chart(fig, key=chart_key, theme=None, config=PLOTLY_CONFIG, on_select="ignore", alt=va.alt_of(fig))
+    return fig

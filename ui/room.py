@@ -37,7 +37,7 @@ from ui.widgets import md_escape
 log = logging.getLogger("attention_explorer")
 
 POLL_S = 1.5  # how often the teacher's app publishes and draws the answers (and a student's, where nothing pushes)
-PUSH_S = 0.25  # how often the process's watcher reads the version of each room its students follow
+PUSH_S = 0.1  # how often the process's watcher reads the version of each room its students follow
 SAFETY_POLL_S = 10.0  # a pushed student's own poll: it catches a change that no push brought (e.g. a dropped rerun)
 VERSION_TTL_S = 0.5  # a room's version read from the store is reused this long by every session of the process
 # What a student follows: session key -> its type (the teacher's widgets' values, as the teacher's session holds them)
@@ -87,7 +87,7 @@ class Watcher:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._rooms: dict[str, dict[str, Shown]] = {}  # code -> {session id: what its screen shows}
-        self._pushed: dict[str, int] = {}  # session id -> the version last pushed to it (one push per version)
+        self._pushed: dict[str, int | None] = {}  # session id -> the version last pushed to it (one push per version)
         self._thread: threading.Thread | None = None
 
     @staticmethod
@@ -450,6 +450,8 @@ def catch_up() -> None:
     if getattr(_full_run, "active", False) or m is None or m.teacher or not m.following:
         return
     try:
+        if room_version(m.code) == m.applied:  # the student's own change (the version the watcher read last)
+            return
         room = store().room(m.code)
     except RoomNotFound as e:
         st.session_state[keys.ROOM_NOTE] = say(e)

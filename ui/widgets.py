@@ -82,10 +82,11 @@ class MapCsv(NamedTuple):
 
 
 def show(fig, key: str, *, shared: tuple | None = None, csv: MapCsv | None = None, on_select=None) -> None:
-    """Place a figure with its exports: the figure as HTML and, for an attention map (``csv``), a CSV and a
+    """Place a figure with its exports: the figure as HTML or, for an attention map (``csv``), a CSV and a
     "Show as table" toggle (key ``{key}__table``) that lists the same numbers as a table of text.
 
-    Before the chart, its text alternative (``alt_of``) for screen readers; with the sidebar's colour-blind-safe
+    The chart's accessible name is its text alternative (``alt_of``: the frontend gives the chart ``role=figure`` and
+    that ``aria-label``, WCAG 1.1.1); with the sidebar's colour-blind-safe
     toggle on (``keys.SAFE_COLORS``), the figure is drawn in ``viz.attention.SAFE_COLORSCALE``.
 
     ``shared``: ``fig`` is a function that builds the figure, and ``shared`` everything it depends on besides the
@@ -94,16 +95,12 @@ def show(fig, key: str, *, shared: tuple | None = None, csv: MapCsv | None = Non
     """
     safe = bool(st.session_state.get(keys.SAFE_COLORS))
     if shared is not None:
-        build = fig
+        build = (lambda: va.with_safe_colors(fig())) if safe else fig
         full = (key, i18n.language(), safe, *shared)
-        fig = figures.shared_figure(full, (lambda: va.with_safe_colors(build())) if safe else build)
-        if on_select is None:
-            figures.placed_chart(full, key, fig)
-    else:
-        if safe:
-            fig = va.with_safe_colors(fig)
+        fig = figures.shared_figure(full, build) if on_select is not None else figures.placed_chart(full, key, build)
+    elif safe:
+        fig = va.with_safe_colors(fig)
     if shared is None or on_select is not None:
-        st.html(figures.alt_html(fig))
         st.plotly_chart(
             fig,
             key=key,
@@ -111,13 +108,14 @@ def show(fig, key: str, *, shared: tuple | None = None, csv: MapCsv | None = Non
             config=figures.PLOTLY_CONFIG,
             on_select=on_select or "ignore",
             selection_mode="points",
+            alt=va.alt_of(fig),
         )
-    page = partial(vx.figure_html, fig)
     if csv is None:  # one button needs no row of its own (an element fewer per figure: a class at once, 8i)
-        download(_("Figure (HTML)"), page, f"{key}.html", "text/html")
+        download(_("Figure (HTML)"), partial(vx.figure_html, fig), f"{key}.html", "text/html")
         return
+    # An attention map's numbers go out as CSV (and "Show as table"); its picture through the chart's own camera
+    # button: no HTML export, a widget fewer on every run (bench/README.md, 14).
     with st.container(horizontal=True, gap="small", vertical_alignment="center"):
-        download(_("Figure (HTML)"), page, f"{key}.html", "text/html")
         data = partial(vx.attention_csv, csv.w, csv.q, csv.k, predicted=csv.predicted)
         download(_("Map (CSV)"), data, f"{key}.csv", "text/csv")
         table = st.toggle(_("Show as table"), key=f"{key}__table", help=_("The same numbers as a table (for screen readers)."))
