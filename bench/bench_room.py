@@ -60,9 +60,7 @@ class Student:
     """One simulated browser in the room: its websocket (read all the time, as the browser does: the server may rerun
     the app on its own, when the teacher's change is pushed), query string (room and seat), page hash, poll fragment."""
 
-    def __init__(
-        self, i: int, port: int, page: str, code: str | None, sentence: str = FIRST_SENTENCE, secret: str | None = None
-    ):
+    def __init__(self, i: int, port: int, page: str, code: str | None, sentence: str = FIRST_SENTENCE, secret: str | None = None):
         self.i, self.port, self.page = i, port, page
         room = {"room": code} | ({"teach": secret} if secret else {})
         self.query = urllib.parse.urlencode(room if code else {"sentence": sentence, "model": "en-de"})

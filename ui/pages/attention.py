@@ -19,9 +19,10 @@ from viz import steps as vs
 from viz import tokens as vt
 
 
-@st.fragment
 def attention_panel(ctx: state.Ctx) -> None:
-    """Mosaics and zoom of one analysis: the kind radio and the toggle rerun only this panel."""
+    """Mosaics and zoom of one analysis. Not a fragment of its own: the main area around it is one (app.py's
+    ``body``), its mosaics are replayed (``ui.figures``), and a fragment inside a fragment costs every student of a
+    class a copy of the page's layout on each run."""
     with st.container(horizontal=True, vertical_alignment="bottom", gap="large"):
         kind = url_radio(_("Attention kind"), KIND_NAMES, key=keys.KIND, default="cross", horizontal=True)
         all_kinds = st.toggle(
