@@ -1,25 +1,30 @@
-"""Benchmark 9: a class in one room. N students follow a teacher on one ``streamlit run app.py`` (or deploy/'s 2
+"""Benchmark 14: a class in one room. N students follow a teacher on one ``streamlit run app.py`` (or deploy/'s 2
 replicas behind nginx, sharing a Redis room store).
 
-    python bench/bench_room.py [--n 120] [--window 3] [--page attention] [--replicas 2 --redis-url redis://…]
+    python bench/bench_room.py [--n 120] [--window 3] [--page attention] [--baseline] [--py-spy]
+                               [--replicas 2 --redis-url redis://…]
 
-No browser: each student speaks Streamlit's websocket protocol (bench/bench_class.py's reader) as the browser does,
-and polls as the browser does for ``ui.room.live`` (``st.fragment(run_every=…)``: the server sends ``auto_rerun``
-with the fragment's id; the browser then asks for that fragment's rerun every interval). The teacher is this
-process, acting on the room through the same store and rules as the teacher's app (``classroom.store``).
+No browser: each student speaks Streamlit's websocket protocol as the browser does. It reads all the time (the server
+reruns a following student's app on its own when the teacher changes something: ``ui.room.Watcher``) and asks for
+its poll fragment's rerun when that fragment's timer fires (``auto_rerun``: the browser's ``setInterval`` starts when
+the fragment first arrives, so a class's polls are spread as its joins were). The teacher is a session of her own on
+her teacher link (``?room=CODE&teach=SECRET``); her question goes through the store, with the same rules as her app.
 
 Three phases, measured per student:
 
 1. join: N students open ``/PAGE?room=CODE`` spread over the window; arrival -> ``script_finished`` of the first run;
-2. follow: once every student polls, the teacher publishes a new sentence; publish -> ``script_finished`` of the first
-   run that carries the new sentence (the poll's fragment run, the full rerun it asks for, polling included);
-3. answers: the teacher asks "Which word comes next?" with 8 options; once every student's screen shows it, each sends
-   an answer (the pills' value and the "Send my answer" button, as the browser sends them) spread over the window;
-   then the store's answers are counted: lost (a student's answer missing) and double (more answers than seats).
+2. follow: the teacher types a new sentence in her own app (her source box's value, as her browser sends it); that
+   moment -> ``script_finished`` of the first run that shows the new sentence and the page's charts without an
+   error (her app analyses it and publishes it, the watcher pushes it, the student's run draws it);
+3. answers: the teacher asks "Which word comes next?" with 8 options (the time until it is on every screen is
+   ``question``); then each student sends an answer (the pills' value and the "Send my answer" button, as the browser
+   sends them) spread over the window, and the store's answers are counted: lost (a student's answer missing) and
+   double (more answers than seats).
 
-With ``--baseline``, first the comparison: N students open the page on one sentence without a room (the cost a room
-adds to, measured on the same server under the same load). Also reported: the server's cores busy while the N
-students only poll (``idle_polling_cores``). Only 127.0.0.1 and at most 120 students.
+With ``--baseline``, first the comparison: N students open the page on one sentence without a room (on the same
+server, just before). Also reported: the server's cores busy while the class only waits (``idle_polling_cores``), and
+the CPU seconds of the server, the model worker and this process (the simulated browsers) per phase; ``--py-spy``
+adds where the server's time went. Only 127.0.0.1 and at most 120 students.
 """
 
 from __future__ import annotations
@@ -275,11 +280,7 @@ async def lesson(
     cpu0, t0 = bc.cpu_seconds(pids), time.perf_counter()
     await asyncio.sleep(4.0)
     res["idle_polling_cores"] = round((bc.cpu_seconds(pids) - cpu0) / (time.perf_counter() - t0), 2)
-    spy = (
-        ba.start_py_spy(pids[0], spy_to.with_suffix(".follow.txt"), rate=bc.SPY_RATE, gil=os.environ.get("X_ALLTHREADS") != "1")
-        if spy_to
-        else None
-    )
+    spy = ba.start_py_spy(pids[0], spy_to.with_suffix(".follow.txt"), rate=bc.SPY_RATE, gil=True) if spy_to else None
     box, box_fragment = teacher.last_run.widget("Source sentence")
     own0, client0 = bc.cpu_seconds(pids, with_children=False), time.process_time()
     changed_at = time.perf_counter()

@@ -39,7 +39,7 @@ class Student:
 
     def __init__(self, port: int, code: str):
         self.port, self.query, self.page_hash = port, urllib.parse.urlencode({"room": code}), ""
-        self.runs: list[tuple[float, bytes, list]] = []  # (finished at, what the run sent, its buttons)
+        self.runs: list[tuple[float, bytes, list, str]] = []  # (finished at, what it sent, its buttons, how it ended)
         self.ws = None
 
     async def __aenter__(self) -> Student:
@@ -68,7 +68,8 @@ class Student:
                 if msg.delta.new_element.WhichOneof("type") == "button":
                     buttons.append(msg.delta.new_element.button)
             elif kind == "script_finished" and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN:
-                self.runs.append((time.monotonic(), seen, buttons))
+                status = ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished)
+                self.runs.append((time.monotonic(), seen, buttons, status))
                 seen, buttons = b"", []
 
     async def run(self, widgets: list[WidgetState] | None = None) -> bytes:
@@ -91,7 +92,11 @@ class Student:
 
     def showed(self, text: str, after: float) -> float | None:
         """When the first run finished after ``after`` that sent ``text``; None if none did."""
-        return next((t for t, seen, _ in self.runs if t > after and text.encode() in seen), None)
+        return next((t for t, seen, _, _ in self.runs if t > after and text.encode() in seen), None)
+
+    def how(self, text: str, after: float) -> str:
+        """How the first run after ``after`` that sent ``text`` ended (a fragment's run or the whole app's)."""
+        return next(status for t, seen, _, status in self.runs if t > after and text.encode() in seen)
 
 
 def test_the_teachers_change_is_pushed_to_every_following_student(tmp_path):
@@ -129,6 +134,7 @@ async def class_of_three(port: int, code: str, secret: str, store) -> None:
             assert await s.until(lambda s=s: s.showed(NEW, changed) is not None, PUSHED_WITHIN_S), (
                 "a following student's screen shows the teacher's new sentence without asking for it"
             )
+        assert {s.how(NEW, changed) for s in (a, b)} == {"FINISHED_FRAGMENT_RUN_SUCCESSFULLY"}, "the main area alone"
         await asyncio.sleep(1.0)
         assert loner.showed(NEW, changed) is None, "a student exploring on their own keeps their screen"
 
@@ -136,5 +142,17 @@ async def class_of_three(port: int, code: str, secret: str, store) -> None:
         store.publish(code, secret, store.room(code).view | {"sentence": NEWER})
         for s in (a, b):
             assert await s.until(lambda s=s: s.showed(NEWER, changed) is not None, PUSHED_WITHIN_S), "and the next change"
-        pushed_runs = [sum(t > changed for t, _, _ in s.runs) for s in (a, b)]
+        pushed_runs = [sum(t > changed for t, *_ in s.runs) for s in (a, b)]
         assert pushed_runs == [1, 1], "one change, one rerun per student"
+
+        changed = time.monotonic()
+        store.ask(code, secret, "mask", "Does the output change?", ["yes", "no"], {"answer": "yes"})
+        for s in (a, b):
+            assert await s.until(lambda s=s: s.showed("Does the output change?", changed) is not None, PUSHED_WITHIN_S)
+            assert s.how("Does the output change?", changed) == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY", "the question alone"
+
+        changed = time.monotonic()
+        store.publish(code, secret, store.room(code).view | {"page": "steps"})
+        for s in (a, b):
+            assert await s.until(lambda s=s: s.showed(NEWER, changed) is not None, PUSHED_WITHIN_S), "a new page too"
+            assert s.how(NEWER, changed) == "FINISHED_SUCCESSFULLY", "a new page reruns the whole app"

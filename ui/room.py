@@ -1,14 +1,22 @@
 """The room in every page: students' apps follow the teacher's view, the teacher's app publishes it, and the question
-being asked is shown in the main area (a fragment that polls the room's version: a change reruns the student's app).
+being asked is shown above the page.
 
 app.py calls ``arrive(pages, current)`` before the sidebar's widgets (a link's ``?room=CODE``, ``?teach=SECRET`` and
 ``?seat=ID`` are read; a following student takes the teacher's view: page, sentence, model, decoding, kind, layer,
-head, step, lesson step) and ``panel()`` before the page runs (the sidebar's room box, the teacher's view
-published, the live question). A question is one of the store's ``KINDS``: "exercise" carries an
+head, step, lesson step), ``panel()`` before the main area (the sidebar's room box, the live question),
+``catch_up()`` at the start of the main area's own runs and ``after_page()`` at its end (a teacher's view is
+published once her page is drawn; a student's screen counts as showing that version).
+
+A teacher's change reaches the students without their asking: the process's ``Watcher`` reads the room's version
+and reruns each following student's main area (app.py's ``body`` fragment) when only its values changed (sentence,
+kind, layer, head, step), the room's question (``poll``) for a new question or its reveal, and the whole app
+otherwise (page, model, decoding). The teacher's app polls every ``POLL_S`` (answers coming in), a pushed
+student's every ``SAFETY_POLL_S``. A question is one of the store's ``KINDS``: "exercise" carries an
 ``analysis.exercises.Exercise`` (sent from /room or with "Send to the class" beside an exercise), answered in the
 exercise's own box and graded on reveal, once per process for the whole class (``graded``). Every text is in the
-session's language (``i18n._``; the store's refusals through ``say``). The store is ``classroom.store.open_store()`` (SQLite, or Redis with
-``ATTN_ROOM_STORE``); every change goes through its rules (only the teacher's secret changes a room).
+session's language (``i18n._``; the store's refusals through ``say``). The store is ``classroom.store.open_store()``
+(SQLite, or Redis with ``ATTN_ROOM_STORE``); every change goes through its rules (only the teacher's secret changes
+a room).
 """
 
 from __future__ import annotations
