@@ -166,7 +166,7 @@ class Watcher:
                     if self._pushed.get(session_id) == version:
                         continue
                     self._pushed[session_id] = version
-                changed = {k for k in set(view) | set(shown.view) if view.get(k) != shown.view.get(k)}
+                changed = changed_keys(view, shown.view)
                 if version is not None and not changed and shown.live_fragment:  # a new question, or its reveal
                     fragment = shown.live_fragment
                 elif version is not None and changed and not (changed - BODY):  # the main area's values only
@@ -175,11 +175,6 @@ class Watcher:
                     fragment = ""
                 pushed += self._rerun(session_id, fragment)
         return pushed
-
-    def body_fragment(self, session_id: str) -> str:
-        """The main area's fragment id registered for ``session_id`` ("" if none)."""
-        with self._lock:
-            return next((s[session_id].body_fragment for s in self._rooms.values() if session_id in s), "")
 
     def _rerun(self, session_id: str, fragment_id: str = "") -> int:
         from streamlit import runtime
@@ -213,6 +208,26 @@ class Shown:
     view: dict
     body_fragment: str = ""
     live_fragment: str = ""  # the id of the room's live fragment (the question): a new question reruns it alone
+
+
+def changed_keys(view: dict, shown: dict) -> set[str]:
+    """The keys whose values differ between two teacher's views."""
+    return {k for k in set(view) | set(shown) if view.get(k) != shown.get(k)}
+
+
+def take(view: dict, names) -> None:
+    """Put the teacher's values of ``names`` (``FOLLOW`` keys) from ``view`` into this session's widgets."""
+    for k in names:
+        if k in view:
+            try:
+                st.session_state[k] = FOLLOW[k](float(view[k])) if FOLLOW[k] is int else FOLLOW[k](view[k])
+            except ValueError:
+                continue
+
+
+def in_full_run() -> bool:
+    """Whether this thread runs app.py's whole script (``full_run``), not one of its fragments alone."""
+    return getattr(_full_run, "active", False)
 
 
 def say(e: Exception) -> str:
@@ -254,6 +269,7 @@ class Membership:
     applied: int = 0  # the room version this student's screen shows (a run that drew it to the end: ``after_page``)
     drawing: int = 0  # the room version this run is drawing
     shown_view: dict = field(default_factory=dict)  # the teacher's view this student's screen shows
+    body_fragment: str = ""  # the id of app.py's ``body`` fragment in this session (the main area)
     live_fragment: str = ""  # the id of the fragment that shows the room's question (``poll``)
     drawing_view: dict = field(default_factory=dict)  # the teacher's view this run is drawing
     published: dict = field(default_factory=dict)  # the view this teacher last published
@@ -339,12 +355,7 @@ def apply_view(view: dict, pages: dict, current_path: str, m: Membership) -> Non
 
     if any(view.get(k) is not None and str(st.session_state.get(k)) != view[k] for k in RESETS):
         state.reset_per_input_state()
-    for k, typ in FOLLOW.items():
-        if k in view:
-            try:
-                st.session_state[k] = typ(float(view[k])) if typ is int else typ(view[k])
-            except ValueError:
-                continue
+    take(view, FOLLOW)
     page = view.get("page")
     if page in pages and page != current_path:
         params = {keys.ROOM: m.code, keys.SEAT: m.seat}
@@ -455,7 +466,7 @@ def catch_up() -> None:
     widget of the main area): a following student takes the teacher's new sentence, kind, layer, head, step and
     lesson step. A change of anything else (page, model, decoding) reruns the whole app, which ``arrive`` takes."""
     m = membership()
-    if getattr(_full_run, "active", False) or m is None or m.teacher or not m.following:
+    if in_full_run() or m is None or m.teacher or not m.following:
         return
     try:
         if room_version(m.code) == m.applied:  # the student's own change (the version the watcher read last)
@@ -467,7 +478,7 @@ def catch_up() -> None:
         st.rerun(scope="app")
     if room.version == m.applied:
         return
-    changed = {k for k in set(room.view) | set(m.shown_view) if room.view.get(k) != m.shown_view.get(k)}
+    changed = changed_keys(room.view, m.shown_view)
     if changed - BODY:
         st.rerun(scope="app")
     m.drawing, m.drawing_view = room.version, dict(room.view)
@@ -475,12 +486,7 @@ def catch_up() -> None:
         from ui import state  # the callbacks' reset of per-input state (ui.state is the one module that reaches the model)
 
         state.reset_per_input_state()
-    for k in changed & BODY:
-        if k in room.view:
-            try:
-                st.session_state[k] = FOLLOW[k](float(room.view[k])) if FOLLOW[k] is int else FOLLOW[k](room.view[k])
-            except ValueError:
-                continue
+    take(room.view, changed & BODY)
 
 
 def after_page() -> None:
@@ -496,8 +502,14 @@ def after_page() -> None:
     if not m.following:
         return
     m.applied, m.shown_view = (m.drawing, m.drawing_view) if m.drawing else (m.applied, m.shown_view)
+    m.body_fragment = Watcher.fragment_id()
+    register(m)
+
+
+def register(m: Membership) -> None:
+    """Tell the process's watcher what this following student's screen shows now (where a runtime can push)."""
     if session_id := Watcher.session_id():
-        WATCHER.follow(m.code, session_id, Shown(m.applied, m.shown_view, Watcher.fragment_id(), m.live_fragment))
+        WATCHER.follow(m.code, session_id, Shown(m.applied, m.shown_view, m.body_fragment, m.live_fragment))
 
 
 def publish(m: Membership) -> None:
@@ -546,14 +558,13 @@ def poll() -> None:
         leave()
         st.rerun(scope="app")
     if m.teacher:
-        if not getattr(_full_run, "active", False):  # a fragment's run (e.g. the layer slider's): publish it now
+        if not in_full_run():  # a fragment's run (e.g. the layer slider's): publish it now
             publish(m)
-    elif m.following and version != m.applied and not getattr(_full_run, "active", False):  # a full run applied it
+    elif m.following and version != m.applied and not in_full_run():  # a full run applied it
         if store().room(m.code).view != m.shown_view:
             st.rerun(scope="app")
         m.applied = m.drawing = version  # only the question changed: shown below, by this run
-        if session_id := Watcher.session_id():
-            WATCHER.follow(m.code, session_id, Shown(version, m.shown_view, WATCHER.body_fragment(session_id), m.live_fragment))
+        register(m)
     q = question_now(m, version)
     if q is None:
         return
