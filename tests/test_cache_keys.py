@@ -5,7 +5,10 @@ Streamlit's generic dataclass hashing); these tests hash them the way ``st.cache
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
+from types import SimpleNamespace
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as hst
 from streamlit.runtime.caching.cache_type import CacheType
@@ -14,6 +17,15 @@ from streamlit.runtime.caching.hashing import update_hash
 from model.settings import KINDS, DecodeSettings, Interventions
 from ui import state
 from ui.state import HASH_FUNCS
+
+
+@dataclass
+class Made:
+    """What a fake model worker returns for an analysis: which call made it, with the arrays an analysis has."""
+
+    name: str
+    maps: SimpleNamespace
+
 
 SETTINGS = hst.builds(
     DecodeSettings,
@@ -70,15 +82,21 @@ def test_the_page_reads_the_analysis_the_frame_computed(monkeypatch):
     class Worker:
         def call_many(self, loaded, fn_many, fn_one, item, *args):
             calls.append(item)
-            return f"analysis {len(calls)} of {item}"
+            arrays = {name: np.zeros(2) for name in ("enc_self", "dec_self", "cross", "next_probs")}
+            return Made(f"analysis {len(calls)} of {item}", SimpleNamespace(**arrays))
 
     monkeypatch.setattr(state, "MODEL_WORKER", Worker())
     monkeypatch.setattr(state, "load_model", lambda path: None)
     state.run_analysis.clear()
+    state.shared_analysis.clear()
     frame = state.Frame("some/model", "A dog runs.", DecodeSettings())
     ahead = state.analyse_ahead(frame)
-    assert ahead.analysis == "analysis 1 of A dog runs." and ahead == frame  # handed to the page with the frame
-    assert state.run_analysis(frame.path, frame.text, frame.settings, Interventions()) == "analysis 1 of A dog runs."
-    assert state.run_analysis(frame.path, frame.text, frame.settings, Interventions(causal=False)) == "analysis 2 of A dog runs."
+    assert ahead.analysis.name == "analysis 1 of A dog runs." and ahead == frame  # handed to the page with the frame
+    assert state.analyse_ahead(frame).analysis is ahead.analysis, "every session on this input shares one object"
+    assert not ahead.analysis.maps.cross.flags.writeable, "which nobody may change"
+    assert state.run_analysis(frame.path, frame.text, frame.settings, Interventions()).name == "analysis 1 of A dog runs."
+    changed = state.run_analysis(frame.path, frame.text, frame.settings, Interventions(causal=False))
+    assert changed.name == "analysis 2 of A dog runs."
     assert calls == ["A dog runs.", "A dog runs."]
     state.run_analysis.clear()
+    state.shared_analysis.clear()

@@ -75,3 +75,25 @@ def test_a_shared_figure_gives_the_dict_plotly_makes_once():
     shared = SharedFigure(fig)
     assert shared.to_dict() == fig.to_dict()
     assert shared.to_dict() is shared.to_dict(), "made once: plotly deep-copies the figure on every to_dict"
+
+
+def test_no_page_changes_the_analysis_every_session_shares():
+    """``ui.state.shared_analysis`` hands every session on one input the same object: a page that changed it would
+    change every other student's. After each analysed page has drawn it, it still pickles to what the model made."""
+    import pickle
+
+    from ui import catalog, keys, state
+
+    text = " r s t u"  # used by no other test
+    pages = [spec.path for spec in catalog.PAGES if spec.analysed]
+    assert len(pages) >= 8
+    at = student(sentence=text)
+    frame = at.session_state[keys.FRAME]
+    shared = state.shared_analysis(frame.path, frame.text, repr(frame.settings), frame.settings)
+    made = pickle.dumps(state.run_analysis(frame.path, frame.text, frame.settings, state.NO_INTERVENTIONS))
+    for path in pages:
+        switch_to(at, path).run()
+        ok(at)
+        assert at.session_state[keys.FRAME].text == text
+        assert pickle.dumps(shared) == made, f"/{path} changed the shared analysis"
+    assert not shared.maps.cross.flags.writeable, "its arrays are read-only"

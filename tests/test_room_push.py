@@ -11,6 +11,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -156,3 +157,52 @@ async def class_of_three(port: int, code: str, secret: str, store) -> None:
         for s in (a, b):
             assert await s.until(lambda s=s: s.showed(NEWER, changed) is not None, PUSHED_WITHIN_S), "a new page too"
             assert s.how(NEWER, changed) == "FINISHED_SUCCESSFULLY", "a new page reruns the whole app"
+
+
+def test_a_teachers_change_on_this_server_wakes_the_watcher_at_once(monkeypatch):
+    """``Watcher.wake`` (her publish, question or reveal) makes the watcher look now, not after its next ``PUSH_S``:
+    with a read every 60 s, a woken watcher still reads within seconds, and an unwoken one does not."""
+    from ui import room
+
+    monkeypatch.setattr(room, "PUSH_S", 60.0)
+    rounds = []
+    watcher = room.Watcher()
+    monkeypatch.setattr(watcher, "push_once", lambda: rounds.append(time.monotonic()) or 0)
+    threading.Thread(target=watcher._watch, daemon=True).start()
+    time.sleep(0.5)
+    assert rounds == [], "asleep until its next read"
+    watcher.wake()
+    deadline = time.monotonic() + PUSHED_WITHIN_S
+    while not rounds and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(rounds) == 1, "woken, it read the rooms at once"
+
+
+def test_pushes_of_the_main_area_go_a_few_at_a_time(monkeypatch):
+    """``PUSH_AT_ONCE`` pushed reruns run at once: the next waits until one has drawn the room (``follow``) or has
+    not ended after ``PUSH_ENDS_S`` (a closed tab); first come, first served."""
+    from ui import room
+
+    monkeypatch.setattr(room, "PUSH_AT_ONCE", 2)
+    monkeypatch.setattr(room, "PUSH_ENDS_S", 60.0)
+    watcher, started = room.Watcher(), []
+    watcher._thread = threading.current_thread()  # no watching thread: only the slots are under test
+
+    def push(session_id: str) -> threading.Thread:
+        thread = threading.Thread(target=lambda: (watcher._wait_for_a_slot(session_id), started.append(session_id)))
+        thread.start()
+        return thread
+
+    push("a").join(5)
+    push("b").join(5)
+    third = push("c")
+    third.join(0.5)
+    assert started == ["a", "b"], "a third waits while two run"
+    watcher.follow("ROOM42", "a", room.Shown(1, {}))  # a's rerun has drawn the room
+    third.join(5)
+    assert started == ["a", "b", "c"]
+
+    monkeypatch.setattr(room, "PUSH_ENDS_S", 0.3)
+    fourth = push("d")  # b and c never end (their tabs closed): counted ended after PUSH_ENDS_S
+    fourth.join(5)
+    assert started[-1] == "d"

@@ -37,7 +37,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from classroom import codes
-from classroom.store import MAX_EXERCISE_ANSWER, Question, RoomError, RoomNotFound, RoomStore, open_store
+from classroom.store import MAX_EXERCISE_ANSWER, Question, Room, RoomError, RoomNotFound, RoomStore, open_store
 from i18n import _
 from ui import keys
 from ui.widgets import md_escape
@@ -46,6 +46,11 @@ log = logging.getLogger("attention_explorer")
 
 POLL_S = 1.5  # how often the teacher's app publishes and draws the answers (and a student's, where nothing pushes)
 PUSH_S = 0.1  # how often the process's watcher reads the version of each room its students follow
+# Pushed reruns of the main area that run at once in a process. All 120 at once, each rerun's thread fought for the one
+# GIL before any passed app.py's gate, and Streamlit's event loop, which sends every screen, got a turn every few ms:
+# the first student saw the change after ~1.4 s, the teacher's own screen too (bench/README.md, 14)
+PUSH_AT_ONCE = 4
+PUSH_ENDS_S = 2.0  # a pushed rerun not seen to end by then is counted ended (a closed tab, a run cut short)
 SAFETY_POLL_S = 10.0  # a pushed student's own poll: it catches a change that no push brought (e.g. a dropped rerun)
 VERSION_TTL_S = 0.5  # a room's version read from the store is reused this long by every session of the process
 # What a student follows: session key -> its type (the teacher's widgets' values, as the teacher's session holds them)
@@ -72,6 +77,7 @@ RESETS = (keys.SENTENCE, keys.MODEL)  # a change of either starts per-input stat
 _store: RoomStore | None = None
 _store_lock = threading.Lock()
 _versions: dict[str, tuple[float, int]] = {}  # code -> (read at, version): one read per room every VERSION_TTL_S
+_changes: dict[str, Room] = {}  # code -> the room as the watcher read its last change: the students it pushes take it
 # (code, question id, the answers) -> the class's graded exercise: graded once per process, not per student and poll
 # (120 answers take ~50 ms to grade; after the reveal the answers are closed, so every student's poll hits)
 _graded: dict[tuple, object] = {}
@@ -90,6 +96,10 @@ class Watcher:
     A rerun is asked for as Streamlit's own file watcher asks for one: ``AppSession.request_rerun`` with the
     session's last client state (its page and query string; the widgets keep their values). Where there is no
     Streamlit runtime (AppTest) nothing is pushed and students poll every ``POLL_S``.
+
+    A teacher on this server wakes it (``wake``) when she changes the room. Reruns of the main area or the whole app
+    go ``PUSH_AT_ONCE`` at a time: the next is asked for when one has drawn the room (``follow``), so the students'
+    screens fill one after another, first come first served, and the teacher's own screen is not held up.
     """
 
     def __init__(self) -> None:
@@ -97,6 +107,9 @@ class Watcher:
         self._rooms: dict[str, dict[str, Shown]] = {}  # code -> {session id: what its screen shows}
         self._pushed: dict[str, int | None] = {}  # session id -> the version last pushed to it (one push per version)
         self._thread: threading.Thread | None = None
+        self._woken = threading.Event()  # set by ``wake``: a teacher on this server changed a room
+        self._running: dict[str, float] = {}  # session id -> when its pushed rerun was asked for, until it ends
+        self._ended = threading.Condition(self._lock)  # notified when a pushed rerun ends
 
     @staticmethod
     def session_id() -> str | None:
@@ -123,6 +136,8 @@ class Watcher:
                 if other != code:
                     sessions.pop(session_id, None)
             self._rooms.setdefault(code, {})[session_id] = shown
+            if self._running.pop(session_id, None) is not None:  # its pushed rerun has drawn the room
+                self._ended.notify()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._watch, name="room-watcher", daemon=True)
                 self._thread.start()
@@ -133,10 +148,18 @@ class Watcher:
             for sessions in self._rooms.values():
                 sessions.pop(session_id, None)
             self._pushed.pop(session_id, None)
+            if self._running.pop(session_id, None) is not None:
+                self._ended.notify()
+
+    def wake(self) -> None:
+        """Look now: a teacher whose app runs in this process changed her room (her view, a question, a reveal). A
+        change made on another replica is found by the next read, within ``PUSH_S``."""
+        self._woken.set()
 
     def _watch(self) -> None:
         while True:
-            time.sleep(PUSH_S)
+            self._woken.wait(PUSH_S)
+            self._woken.clear()
             try:
                 self.push_once()
             except Exception:  # a store that is down for a moment: the next round tries again
@@ -154,11 +177,12 @@ class Watcher:
                 version = store().version(code)
                 if all(shown.version >= version for shown in sessions.values()):
                     continue
-                view = store().room(code).view
+                room = store().room(code)
+                view = room.view
             except RoomNotFound:  # expired: each student's next run says so
                 version, view = None, {}
             else:
-                _versions[code] = (time.monotonic(), version)
+                _versions[code], _changes[code] = (time.monotonic(), version), room
             for session_id, shown in sessions.items():
                 if version is not None and shown.version >= version:
                     continue
@@ -173,10 +197,13 @@ class Watcher:
                     fragment = shown.body_fragment
                 else:
                     fragment = ""
-                pushed += self._rerun(session_id, fragment)
+                # a question's box is a short run: those go at once
+                pushed += self._rerun(session_id, fragment, paced=fragment != shown.live_fragment)
         return pushed
 
-    def _rerun(self, session_id: str, fragment_id: str = "") -> int:
+    def _rerun(self, session_id: str, fragment_id: str = "", *, paced: bool = True) -> int:
+        """Rerun session ``session_id``'s fragment ``fragment_id`` ("": the whole app), once fewer than
+        ``PUSH_AT_ONCE`` paced pushes run (``paced``); 1 if asked for, 0 if the session is gone."""
         from streamlit import runtime
         from streamlit.proto.ClientState_pb2 import ClientState
 
@@ -185,6 +212,8 @@ class Watcher:
         if session is None or last is None:  # closed (or a Streamlit without it: the student's poll follows)
             self.forget(session_id)
             return 0
+        if paced:
+            self._wait_for_a_slot(session_id)
         state = ClientState()
         state.CopyFrom(last)
         state.fragment_id = fragment_id  # "" : the whole app
@@ -194,6 +223,19 @@ class Watcher:
         else:
             session.request_rerun(state)
         return 1
+
+    def _wait_for_a_slot(self, session_id: str) -> None:
+        """Wait until fewer than ``PUSH_AT_ONCE`` pushed reruns run (one that has not ended after ``PUSH_ENDS_S`` is
+        counted ended: a closed tab), then count ``session_id``'s."""
+        with self._lock:
+            while True:
+                now = time.monotonic()
+                for other in [o for o, at in self._running.items() if now - at > PUSH_ENDS_S]:
+                    del self._running[other]
+                if len(self._running) < PUSH_AT_ONCE:
+                    self._running[session_id] = now
+                    return
+                self._ended.wait(PUSH_ENDS_S)
 
 
 WATCHER = Watcher()
@@ -469,9 +511,12 @@ def catch_up() -> None:
     if in_full_run() or m is None or m.teacher or not m.following:
         return
     try:
-        if room_version(m.code) == m.applied:  # the student's own change (the version the watcher read last)
+        version = room_version(m.code)
+        if version == m.applied:  # the student's own change (the version the watcher read last)
             return
-        room = store().room(m.code)
+        room = _changes.get(m.code)
+        if room is None or room.version != version:  # not the change the watcher read (no watcher: AppTest)
+            room = store().room(m.code)
     except RoomNotFound as e:
         st.session_state[keys.ROOM_NOTE] = say(e)
         leave()
@@ -519,6 +564,7 @@ def publish(m: Membership) -> None:
         try:
             store().publish(m.code, m.secret, view)
             m.published = view
+            WATCHER.wake()
         except RoomError as e:
             log.info("view not published: %s", e)
 
@@ -668,6 +714,7 @@ def results(m: Membership, q: Question) -> None:
 def reveal(m: Membership, qid: int) -> None:
     try:
         store().reveal(m.code, m.secret, qid)
+        WATCHER.wake()
     except RoomError as e:
         st.session_state[keys.ROOM_NOTE] = say(e)
 
@@ -750,6 +797,7 @@ def send_button(ex, key: str) -> None:
     if st.button(_("Send to the class"), key=key, icon=":material/co_present:", type="tertiary"):
         try:
             store().ask(m.code, m.secret, "exercise", ex.title, [], ex.to_dict())
+            WATCHER.wake()
         except RoomError as e:
             st.warning(say(e))
         else:

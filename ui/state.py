@@ -394,14 +394,33 @@ class Ctx:
         return run_steps(self.path, self.text, self.settings, forced)
 
 
+@st.cache_resource(max_entries=64, show_spinner=False)
+def shared_analysis(path: str, text: str, settings_key: str, _settings: DecodeSettings) -> Analysis:
+    """``run_analysis`` of the input with no interventions, one object per process for every session on the same
+    input (``settings_key``: ``repr`` of ``_settings``, as ``HASH_FUNCS`` keys them). ``st.cache_data`` unpickles a
+    copy for every call: a class of 120 on the teacher's sentence paid that on every student's run (~2-3 ms,
+    bench/README.md, 14). Shared, so never changed: its attention arrays are read-only, and
+    ``tests/test_figures.py`` checks that no page changes it. Raises ``InputError`` as ``run_analysis`` does (not
+    cached)."""
+    analysis = run_analysis(path, text, _settings, NO_INTERVENTIONS)
+    for array in (analysis.maps.enc_self, analysis.maps.dec_self, analysis.maps.cross, analysis.maps.next_probs):
+        array.setflags(write=False)
+    return analysis
+
+
 def analyse_ahead(frame: Frame) -> Frame:
-    """The frame with its analysis (``run_analysis``, cached), computed before the page draws. A run waiting for the
-    model worker gives its slot of ``PAGE_RUNS`` (app.py's gate) back meanwhile, so the sessions of a class arriving
-    together reach the worker together and go as one batch (``analyze_many``). A refused input is left to
-    ``page_context``, which explains it (the frame is returned without an analysis)."""
+    """The frame with its analysis (``shared_analysis``: computed once, the same object for every session on this
+    input), made before the page draws. A run waiting for the model worker gives its slot of ``PAGE_RUNS`` (app.py's
+    gate) back meanwhile, so the sessions of a class arriving together reach the worker together and go as one batch
+    (``analyze_many``). A refused input is left to ``page_context``, which explains it (the frame is returned without
+    an analysis)."""
     if frame.text.strip():
         try:
-            return replace(frame, analysis=run_analysis(frame.path, frame.text, frame.settings, NO_INTERVENTIONS))
+            # by keyword: Streamlit's cache reads the function's signature for every positional argument
+            analysis = shared_analysis(
+                path=frame.path, text=frame.text, settings_key=repr(frame.settings), _settings=frame.settings
+            )
+            return replace(frame, analysis=analysis)
         except InputError:
             pass
     return frame

@@ -97,7 +97,12 @@ def show(fig, key: str, *, shared: tuple | None = None, csv: MapCsv | None = Non
     if shared is not None:
         build = (lambda: va.with_safe_colors(fig())) if safe else fig
         full = (key, i18n.language(), safe, *shared)
-        fig = figures.shared_figure(full, build) if on_select is not None else figures.placed_chart(full, key, build)
+        # by keyword: Streamlit's cache reads the function's signature for every positional argument of every call
+        fig = (
+            figures.shared_figure(key=full, _build=build)
+            if on_select is not None
+            else figures.placed_chart(key=full, chart_key=key, _build=build)
+        )
     elif safe:
         fig = va.with_safe_colors(fig)
     if shared is None or on_select is not None:

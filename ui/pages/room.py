@@ -125,6 +125,7 @@ def ask_form(m: room.Membership, ctx: state.Ctx) -> None:
         }[kind]()
         try:
             room.store().ask(m.code, m.secret, kind, prompt, options, truth)
+            room.WATCHER.wake()
         except RoomError as e:
             st.warning(room.say(e))
         else:
@@ -135,6 +136,7 @@ def send_exercise(m: room.Membership, ex) -> None:
     """Send exercise ``ex`` (``analysis.exercises.Exercise``) to the room: every screen shows it above the page."""
     try:
         room.store().ask(m.code, m.secret, "exercise", ex.title, [], ex.to_dict())
+        room.WATCHER.wake()
     except RoomError as e:
         st.warning(room.say(e))
     else:
