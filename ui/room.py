@@ -30,7 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import plotly.graph_objects as go
@@ -243,8 +243,9 @@ WATCHER = Watcher()
 
 @dataclass(frozen=True)
 class Shown:
-    """What a following student's screen shows: the room's version and the teacher's view it drew, and the id of the
-    fragment that drew the main area (app.py's ``body``; "" if unknown: then a push reruns the whole app)."""
+    """What a following student's screen shows (``Membership.screen``, told to the watcher) or a run draws
+    (``Membership.drawing``): the room's version and the teacher's view, and the ids of the fragments that drew the
+    main area (app.py's ``body``; "" if unknown: then a push reruns the whole app) and the question."""
 
     version: int
     view: dict
@@ -308,12 +309,10 @@ class Membership:
     secret: str | None = None  # the teacher's control secret; None for a student
     seat: str = field(default_factory=codes.new_seat)
     following: bool = True  # a student follows the teacher (False: "Explore on my own")
-    applied: int = 0  # the room version this student's screen shows (a run that drew it to the end: ``after_page``)
-    drawing: int = 0  # the room version this run is drawing
-    shown_view: dict = field(default_factory=dict)  # the teacher's view this student's screen shows
-    body_fragment: str = ""  # the id of app.py's ``body`` fragment in this session (the main area)
-    live_fragment: str = ""  # the id of the fragment that shows the room's question (``poll``)
-    drawing_view: dict = field(default_factory=dict)  # the teacher's view this run is drawing
+    # what this student's screen shows (a run that drew it to the end: ``after_page``); a teacher's version is the
+    # one she took the room's view at (once, on her teacher link)
+    screen: Shown = field(default_factory=lambda: Shown(0, {}))
+    drawing: Shown | None = None  # the room's version and the teacher's view this run draws
     published: dict = field(default_factory=dict)  # the view this teacher last published
     page: str = "attention"  # the last page that is not /room
     question: tuple[int, Question | None] = (0, None)  # (version read at, the current question)
@@ -356,7 +355,6 @@ def join(code: str | None, secret: str | None = None, seat: str | None = None) -
     m = Membership(room.code, secret=teacher, seat=seat if codes.is_seat(seat) else codes.new_seat())
     m.page = room.view.get("page", m.page)
     m.published = dict(room.view) if teacher else {}
-    m.applied = 0
     st.session_state[keys.ROOM_SESSION] = m
     return True
 
@@ -367,7 +365,7 @@ def start(view: dict) -> Membership | None:
         st.session_state[keys.ROOM_NOTE] = _("You started several classes just now: wait a minute before starting another.")
         return None
     code, secret = store().create(view)
-    m = Membership(code, secret=secret, published=dict(view), page=view.get("page", "attention"), applied=1)
+    m = Membership(code, secret=secret, published=dict(view), page=view.get("page", "attention"), screen=Shown(1, dict(view)))
     st.session_state[keys.ROOM_SESSION] = m
     return m
 
@@ -429,7 +427,7 @@ def arrive(pages: dict, current) -> None:
         params[keys.SEAT] = m.seat
     if current.url_path and current.url_path != "room":
         m.page = current.url_path
-    if (m.teacher and m.applied) or not m.following:  # a teacher takes the room's view once, on a teacher link
+    if (m.teacher and m.screen.version) or not m.following:  # a teacher takes the room's view once, on a teacher link
         if session_id := Watcher.session_id():
             WATCHER.forget(session_id)
         return
@@ -440,17 +438,17 @@ def arrive(pages: dict, current) -> None:
         leave()
         return
     _versions[m.code] = (time.monotonic(), room.version)
-    m.drawing, m.drawing_view = room.version, dict(room.view)
-    if room.version != m.applied:  # a student's: applied again by each run until one draws it to the end
+    m.drawing = Shown(room.version, dict(room.view))
+    if room.version != m.screen.version:  # a student's: applied again by each run until one draws it to the end
         if m.teacher:  # hers: taken once
-            m.applied = room.version
+            m.screen = replace(m.screen, version=room.version)
         apply_view(room.view, pages, current.url_path, m)
 
 
 def back_to_class() -> None:
     m = membership()
     if m:
-        m.following, m.applied = True, 0
+        m.following, m.screen = True, replace(m.screen, version=0)
 
 
 def explore() -> None:
@@ -512,7 +510,7 @@ def catch_up() -> None:
         return
     try:
         version = room_version(m.code)
-        if version == m.applied:  # the student's own change (the version the watcher read last)
+        if version == m.screen.version:  # the student's own change (the version the watcher read last)
             return
         room = _changes.get(m.code)
         if room is None or room.version != version:  # not the change the watcher read (no watcher: AppTest)
@@ -521,12 +519,12 @@ def catch_up() -> None:
         st.session_state[keys.ROOM_NOTE] = say(e)
         leave()
         st.rerun(scope="app")
-    if room.version == m.applied:
+    if room.version == m.screen.version:
         return
-    changed = changed_keys(room.view, m.shown_view)
+    changed = changed_keys(room.view, m.screen.view)
     if changed - BODY:
         st.rerun(scope="app")
-    m.drawing, m.drawing_view = room.version, dict(room.view)
+    m.drawing = Shown(room.version, dict(room.view))
     if any(k in changed for k in RESETS):
         from ui import state  # the callbacks' reset of per-input state (ui.state is the one module that reaches the model)
 
@@ -546,15 +544,15 @@ def after_page() -> None:
         return
     if not m.following:
         return
-    m.applied, m.shown_view = (m.drawing, m.drawing_view) if m.drawing else (m.applied, m.shown_view)
-    m.body_fragment = Watcher.fragment_id()
+    drawn = m.drawing or m.screen
+    m.screen = replace(m.screen, version=drawn.version, view=drawn.view, body_fragment=Watcher.fragment_id())
     register(m)
 
 
 def register(m: Membership) -> None:
     """Tell the process's watcher what this following student's screen shows now (where a runtime can push)."""
     if session_id := Watcher.session_id():
-        WATCHER.follow(m.code, session_id, Shown(m.applied, m.shown_view, m.body_fragment, m.live_fragment))
+        WATCHER.follow(m.code, session_id, m.screen)
 
 
 def publish(m: Membership) -> None:
@@ -596,7 +594,7 @@ def poll() -> None:
     m = membership()
     if m is None:
         return
-    m.live_fragment = Watcher.fragment_id()
+    m.screen = replace(m.screen, live_fragment=Watcher.fragment_id())
     try:
         version = room_version(m.code)
     except RoomNotFound as e:
@@ -606,10 +604,10 @@ def poll() -> None:
     if m.teacher:
         if not in_full_run():  # a fragment's run (e.g. the layer slider's): publish it now
             publish(m)
-    elif m.following and version != m.applied and not in_full_run():  # a full run applied it
-        if store().room(m.code).view != m.shown_view:
+    elif m.following and version != m.screen.version and not in_full_run():  # a full run applied it
+        if store().room(m.code).view != m.screen.view:
             st.rerun(scope="app")
-        m.applied = m.drawing = version  # only the question changed: shown below, by this run
+        m.screen = m.drawing = replace(m.screen, version=version)  # only the question changed: shown below, by this run
         register(m)
     q = question_now(m, version)
     if q is None:
