@@ -107,6 +107,18 @@ def test_map_as_table_and_presenter_mode_have_no_serious_violation(page: Page, a
     assert not problems, "\n".join(problems)
 
 
+def test_a_teachers_room_has_no_serious_violation(page: Page, app_url: str):
+    """/room as the teacher sees it right after "Start a class": the join code, the link, the QR code, the question
+    form, and the frame that asks her browser to keep the room's secret."""
+    open_page(page, f"{app_url}/room?model={MODEL}")
+    page.get_by_role("button", name="Start a class").click()
+    expect(page.get_by_text("You lead this class")).to_be_visible()
+    wait_idle(page)
+    assert page.locator("[data-testid=stException]").count() == 0
+    problems = blocking(page, "room-teacher")
+    assert not problems, "\n".join(problems)
+
+
 def test_every_figure_has_a_text_alternative_for_screen_readers(page: Page, app_url: str):
     """Each chart on the attention page is a figure whose accessible name says what it shows."""
     open_page(page, f"{app_url}/attention?model={MODEL}")

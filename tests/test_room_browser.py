@@ -107,3 +107,36 @@ def test_a_teacher_and_three_students(server):
             teacher.screenshot(path=str(ARTIFACTS / "room-teacher-presenter.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_a_teacher_who_reloads_her_page_keeps_control(server):
+    """Her browser keeps the room's secret (a cookie, never the address bar): a reload of her page still leads the
+    class. The students' link, opened in that same browser, joins as a student."""
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1500, "height": 1100})
+            teacher = context.new_page()
+            teacher.set_default_timeout(90_000)
+            teacher.goto(f"{server.url}/room?model=reverse&sentence=%20d%20e%20f")
+            wait_idle(teacher)
+            teacher.get_by_role("button", name="Start a class").click()
+            wait_idle(teacher)
+            link = teacher.locator("[data-testid=stCode]").first.inner_text().strip()
+            expect(teacher.get_by_text("You lead this class")).to_be_visible()
+            secret = next(c["value"] for c in context.cookies() if c["name"].startswith("attn_teach_"))
+            assert secret not in teacher.url and "lead=1" in teacher.url
+
+            teacher.reload()
+            wait_idle(teacher)
+            expect(teacher.get_by_text("You lead this class")).to_be_visible()  # on the class's page
+            nav(teacher, "room")
+            expect(teacher.get_by_role("button", name="Send to the class", exact=True)).to_be_visible()
+
+            student = context.new_page()  # the same browser, the students' link: a student
+            student.goto(link)
+            wait_idle(student)
+            expect(student.get_by_text("The teacher leads")).to_be_visible()
+            assert not [pg for pg in (teacher, student) if pg.locator("[data-testid=stException]").count()]
+        finally:
+            browser.close()

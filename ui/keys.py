@@ -113,6 +113,7 @@ LESSON_TOKEN = "lesson_token"  # step 10: the output token explained
 ROOM = "room"  # URL: the join code (the students' link: /attention?room=CODE)
 TEACH = "teach"  # URL: the teacher secret, in the teacher's link only; moved into the session on arrival
 SEAT = "seat"  # URL: the student's anonymous seat id, so that a reload or a dropped connection keeps its answers
+LEAD = "lead"  # URL: "1" in the teacher's own address (no secret): on a reload, her browser's cookie gives control back
 ROOM_SESSION = "_room"  # ui.room.Membership: code, secret (teacher), seat, following, versions applied/published
 ROOM_NOTE = "_room_note"  # why a join failed (shown once)
 ROOM_BUCKETS = "_room_buckets"  # this session's rate limits (joins, answers, new rooms)

@@ -24,7 +24,9 @@ from __future__ import annotations
 import csv
 import html
 import io
+import json
 import logging
+import re
 import threading
 import time
 from collections import Counter
@@ -35,6 +37,7 @@ from functools import partial
 
 import plotly.graph_objects as go
 import streamlit as st
+import streamlit.components.v1 as components
 
 from classroom import codes
 from classroom.store import MAX_EXERCISE_ANSWER, Question, Room, RoomError, RoomNotFound, RoomStore, open_store
@@ -72,7 +75,11 @@ FOLLOW = {
 }
 # What the main area alone (app.py's ``body`` fragment) shows: a change of only these reruns it, not the sidebar
 BODY = frozenset({keys.SENTENCE, keys.KIND, keys.LAYER, keys.HEAD, keys.STEP, keys.LESSON})
-RESETS = (keys.SENTENCE, keys.MODEL)  # a change of either starts per-input state again (as the widgets' callbacks do)
+RESETS = (keys.SENTENCE, keys.MODEL)
+TEACHER_COOKIE = "attn_teach_"  # + a room's code: the cookie in which the teacher's browser keeps its secret
+SECRET_CHARS = re.compile(
+    r"[A-Za-z0-9_-]{16,128}"
+)  # a change of either starts per-input state again (as the widgets' callbacks do)
 
 _store: RoomStore | None = None
 _store_lock = threading.Lock()
@@ -314,6 +321,7 @@ class Membership:
     screen: Shown = field(default_factory=lambda: Shown(0, {}))
     drawing: Shown | None = None  # the room's version and the teacher's view this run draws
     published: dict = field(default_factory=dict)  # the view this teacher last published
+    kept: bool = False  # this teacher's browser was asked to keep the secret (``keep_in_browser``)
     page: str = "attention"  # the last page that is not /room
     question: tuple[int, Question | None] = (0, None)  # (version read at, the current question)
     mine: dict = field(default_factory=dict)  # question id -> this seat's answer
@@ -336,9 +344,10 @@ def bucket(name: str) -> codes.Bucket:
     return buckets[name]
 
 
-def join(code: str | None, secret: str | None = None, seat: str | None = None) -> bool:
-    """Join room ``code`` (as its teacher when ``secret`` is its secret); False after noting why not (a wrong or
-    expired code, too many tries). Rate-limited per session and, for wrong codes, per process."""
+def join(code: str | None, secret: str | None = None, seat: str | None = None, *, kept: bool = False) -> bool:
+    """Join room ``code`` (as its teacher when ``secret`` is its secret; ``kept``: the secret came from this
+    browser's cookie, and a stale one joins quietly as a student); False after noting why not (a wrong or expired
+    code, too many tries). Rate-limited per session and, for wrong codes, per process."""
     if not bucket("join").allow():
         st.session_state[keys.ROOM_NOTE] = _("Too many tries to join a class: wait a minute, then try again.")
         return False
@@ -350,7 +359,7 @@ def join(code: str | None, secret: str | None = None, seat: str | None = None) -
         st.session_state[keys.ROOM_NOTE] = say(e)
         return False
     teacher = secret if codes.secret_matches(secret, room.secret_hash) else None
-    if secret and not teacher:
+    if secret and not teacher and not kept:
         st.session_state[keys.ROOM_NOTE] = _("This teacher link is not valid for this class: you joined it as a student.")
     m = Membership(room.code, secret=teacher, seat=seat if codes.is_seat(seat) else codes.new_seat())
     m.page = room.view.get("page", m.page)
@@ -375,7 +384,7 @@ def leave() -> None:
     st.session_state.pop(keys.ROOM_SESSION, None)
     if session_id := Watcher.session_id():
         WATCHER.forget(session_id)
-    for k in (keys.ROOM, keys.SEAT, keys.TEACH):
+    for k in (keys.ROOM, keys.SEAT, keys.TEACH, keys.LEAD):
         st.query_params.pop(k, None)
 
 
@@ -412,9 +421,10 @@ def arrive(pages: dict, current) -> None:
     if current.url_path not in ("", "room"):
         st.session_state[keys.ROOM_LAST_PAGE] = current.url_path
     m = membership()
+    kept = secret_in_browser(code) if code and not secret and m is None and params.get(keys.LEAD) == "1" else None
     if code and (m is None or m.code != codes.clean_code(code) or (secret and not m.teacher)):
-        if not join(code, secret, seat):
-            for k in (keys.ROOM, keys.TEACH, keys.SEAT):
+        if not join(code, secret or kept, seat, kept=kept is not None):
+            for k in (keys.ROOM, keys.TEACH, keys.SEAT, keys.LEAD):
                 params.pop(k, None)
         m = membership()
     if secret:
@@ -425,6 +435,10 @@ def arrive(pages: dict, current) -> None:
         params[keys.ROOM] = m.code
     if not m.teacher and params.get(keys.SEAT) != m.seat:
         params[keys.SEAT] = m.seat
+    if m.teacher and params.get(keys.LEAD) != "1":
+        params[keys.LEAD] = "1"
+    elif not m.teacher:
+        params.pop(keys.LEAD, None)
     if current.url_path and current.url_path != "room":
         m.page = current.url_path
     if (m.teacher and m.screen.version) or not m.following:  # a teacher takes the room's view once, on a teacher link
@@ -457,12 +471,35 @@ def explore() -> None:
         m.following = False
 
 
+def secret_in_browser(code: str | None) -> str | None:
+    """The teacher secret this browser keeps for room ``code`` (the cookie ``keep_in_browser`` set), if any."""
+    clean = codes.clean_code(code)
+    return st.context.cookies.get(TEACHER_COOKIE + clean) if clean else None
+
+
+def keep_in_browser(m: Membership) -> None:
+    """Once per teacher session: ask her browser to keep the room's secret in a cookie (path /, SameSite=Strict,
+    for the room's life), so that a reload of her page keeps control. The secret never goes into the address bar,
+    which a projector shows; her address carries ``lead=1`` instead, which the students' link never has.
+    Streamlit reads cookies but cannot set them: a script in a component's frame (same origin) does."""
+    if m.kept or not m.teacher:
+        return
+    m.kept = True
+    if not (codes.clean_code(m.code) == m.code and SECRET_CHARS.fullmatch(m.secret or "")):
+        return  # only what the store makes goes into the script (letters, digits, - and _)
+    life = max(0, int(store().room(m.code).expires - time.time()))
+    cookie = f"{TEACHER_COOKIE}{m.code}={m.secret}; path=/; max-age={life}; samesite=strict"
+    components.html(f"<script>document.cookie = {json.dumps(cookie)};</script>", height=0)
+
+
 def sidebar_box(m: Membership) -> None:
     """The sidebar's room box: which room, who leads, explore / back, nickname, leave."""
     sb = st.sidebar
     sb.subheader(_("Class {code}").format(code=m.code))
     if m.teacher:
         sb.caption(_("You lead this class: students' screens follow yours."))
+        with sb:
+            keep_in_browser(m)
     elif m.following:
         sb.caption(_("The teacher leads: your screen follows the teacher's."))
         sb.button(_("Explore on my own"), key=keys.ROOM_EXPLORE, on_click=explore, icon=":material/explore:")

@@ -156,7 +156,8 @@ def teacher(m: room.Membership, frame: state.Frame) -> None:
     with c2:
         buf = io.BytesIO()
         segno.make(join_link, error="m").save(buf, kind="png", scale=12, border=2)
-        st.image(buf.getvalue(), width=420, caption=_("Scan to join"))
+        alt = _("QR code of the students' link: {link}").format(link=join_link)
+        st.image(buf.getvalue(), width=420, caption=_("Scan to join"), alt=alt, output_format="PNG")  # sharp edges
     if (ctx := state.page_context(frame)) is not None:
         ask_form(m, ctx)
     questions = room.store().questions(m.code)
