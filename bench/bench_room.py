@@ -80,6 +80,7 @@ class Student:
         self.changed_at: float | None = None  # when the teacher's change was published
         self.asked_at: float | None = None  # when the teacher asked the question
         self.seen_new = asyncio.Event()
+        self.box_new = False  # a finished run has put NEW_SENTENCE in the box (later runs need not send it again)
         self.reader: asyncio.Task | None = None
 
     async def read_all(self) -> None:
@@ -120,8 +121,10 @@ class Student:
                 now = time.perf_counter()
                 self.rec["errors"] += run.errors
                 self.last_run = run if run.elements else self.last_run
-                # the teacher's change is on the screen: the new sentence, and the page drawn with it (its charts)
-                carried = carried and not run.errors and any(k == "plotly_chart" for k, _el in run.elements.values())
+                # the teacher's change is on the screen: the new sentence in the box (sent by this run or an earlier
+                # one: the box keeps it), and the page drawn with it (its charts)
+                self.box_new = self.box_new or carried
+                carried = self.box_new and not run.errors and any(k == "plotly_chart" for k, _el in run.elements.values())
                 if self.changed_at is not None and "follow_s" not in self.rec:
                     self.rec["runs_to_follow"] = self.rec.get("runs_to_follow", 0) + 1
                     self.rec.setdefault("runs_seen", []).append(
