@@ -75,11 +75,9 @@ FOLLOW = {
 }
 # What the main area alone (app.py's ``body`` fragment) shows: a change of only these reruns it, not the sidebar
 BODY = frozenset({keys.SENTENCE, keys.KIND, keys.LAYER, keys.HEAD, keys.STEP, keys.LESSON})
-RESETS = (keys.SENTENCE, keys.MODEL)
+RESETS = (keys.SENTENCE, keys.MODEL)  # a change of either starts per-input state again (as the widgets' callbacks do)
 TEACHER_COOKIE = "attn_teach_"  # + a room's code: the cookie in which the teacher's browser keeps its secret
-SECRET_CHARS = re.compile(
-    r"[A-Za-z0-9_-]{16,128}"
-)  # a change of either starts per-input state again (as the widgets' callbacks do)
+SECRET_CHARS = re.compile(r"[A-Za-z0-9_-]{16,128}")  # a teacher secret as the store makes it (``codes.new_secret``)
 
 _store: RoomStore | None = None
 _store_lock = threading.Lock()
@@ -181,11 +179,10 @@ class Watcher:
         pushed = 0
         for code, sessions in rooms.items():
             try:
-                version = store().version(code)
+                room = store().room(code)  # one read: its version, and the view the students take (``catch_up``)
+                version, view = room.version, room.view
                 if all(shown.version >= version for shown in sessions.values()):
                     continue
-                room = store().room(code)
-                view = room.view
             except RoomNotFound:  # expired: each student's next run says so
                 version, view = None, {}
             else:
